@@ -1,0 +1,124 @@
+# scripts/lib.sh -- shared by scripts/test.sh, scripts/demo.sh and bench/run.sh.
+#
+# rp_setup installs what is missing (as root) and builds and installs the
+# extension; rp_start_servers starts a throwaway PostgreSQL and Redis on free
+# private ports under one temporary folder; an EXIT trap stops both and
+# removes the folder, whatever happened.  PostgreSQL refuses to run as root,
+# so when we are root its processes run as the postgres user.
+
+RP_PACKAGES="build-essential postgresql-15 postgresql-server-dev-15 libhiredis-dev
+redis-server redis-tools redis-sentinel postgresql-15-pgtap
+libtap-parser-sourcehandler-pgtap-perl"
+
+RP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+rp_log() { printf '%s\n' "$*" >&2; }
+
+rp_install_packages() {
+	local missing=() p
+	for p in $RP_PACKAGES "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		rp_log "Missing Debian packages. Install them with:"
+		rp_log "  sudo apt-get update && sudo apt-get install -y ${missing[*]}"
+		exit 1
+	fi
+	rp_log "Installing: ${missing[*]}"
+	apt-get update -qq >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+rp_setup() {
+	rp_install_packages "$@"
+	PGBIN=$(pg_config --bindir)
+	export PATH="$PGBIN:$PATH"
+	make -C "$RP_ROOT" -s >/dev/null
+	if [ -w "$(pg_config --pkglibdir)" ]; then
+		make -C "$RP_ROOT" -s install >/dev/null
+	else
+		rp_log "Cannot write to $(pg_config --pkglibdir): run as root or 'sudo make install' first."
+		exit 1
+	fi
+}
+
+# Run a command as the owner of the PostgreSQL processes.
+rp_as_pg() {
+	if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+rp_free_port() {
+	local p
+	while :; do
+		p=$(( 20000 + RANDOM % 20000 ))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+	done
+}
+
+rp_start_redis() {  # port [extra args...]
+	local port=$1; shift
+	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+		--maxmemory-policy noeviction --enable-debug-command local \
+		--daemonize yes --dir "$RP_TMP" --pidfile "$RP_TMP/redis-$port.pid" \
+		--logfile "$RP_TMP/redis-$port.log" "$@"
+	local i
+	for i in $(seq 100); do
+		redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	rp_log "Redis on port $port did not start"; cat "$RP_TMP/redis-$port.log" >&2; return 1
+}
+
+rp_stop_redis() {  # port
+	redis-cli -p "$1" shutdown nosave >/dev/null 2>&1 || true
+	local pid; pid=$(cat "$RP_TMP/redis-$1.pid" 2>/dev/null) || return 0
+	kill -CONT "$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null || true
+	rm -f "$RP_TMP/redis-$1.pid"
+}
+
+rp_stop_servers() {
+	[ -n "${RP_TMP:-}" ] && [ -d "$RP_TMP" ] || return 0
+	[ -f "$RP_TMP/pg/postmaster.pid" ] && rp_as_pg pg_ctl -D "$RP_TMP/pg" -m immediate stop >/dev/null 2>&1
+	local f
+	for f in "$RP_TMP"/redis-*.pid; do
+		[ -f "$f" ] || continue
+		local pid; pid=$(cat "$f"); kill -CONT "$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null
+	done
+	pkill -9 -f "redis-server 127.0.0.1:${REDIS_PORT:-0}\$" 2>/dev/null || true
+	rm -rf "$RP_TMP"
+}
+
+# Start PostgreSQL and Redis; exports PGHOST PGPORT PGUSER REDIS_PORT RP_TMP.
+rp_start_servers() {
+	RP_TMP=$(mktemp -d /tmp/redis_primitives.XXXXXX)
+	chmod 755 "$RP_TMP"
+	[ "$(id -u)" -eq 0 ] && chown postgres: "$RP_TMP"
+	trap rp_stop_servers EXIT
+	trap 'exit 130' INT TERM
+	export RP_TMP
+	export REDIS_PORT=$(rp_free_port)
+	export PGPORT=$(rp_free_port)
+	export PGHOST=$RP_TMP PGUSER=postgres PGDATABASE=postgres
+	rp_start_redis "$REDIS_PORT"
+	rp_as_pg initdb -D "$RP_TMP/pg" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >/dev/null
+	cat >> "$RP_TMP/pg/postgresql.conf" <<CONF
+port = $PGPORT
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$RP_TMP'
+max_connections = 250
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+shared_buffers = 128MB
+logging_collector = off
+log_min_messages = warning
+redis_primitives.host = '127.0.0.1'
+redis_primitives.port = $REDIS_PORT
+redis_primitives.connect_timeout = 1000
+redis_primitives.command_timeout = 1000
+${RP_EXTRA_CONF:-}
+CONF
+	rp_as_pg pg_ctl -D "$RP_TMP/pg" -l "$RP_TMP/pg.log" -w start >/dev/null || {
+		cat "$RP_TMP/pg.log" >&2; return 1; }
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# scripts/test.sh -- the one command for every test (`make test`; .ci/run).
+#
+# Builds and installs the extension, starts a throwaway PostgreSQL and Redis,
+# and runs every suite against them:
+#   pg_regress      sql/ + expected/           deterministic SQL behaviour
+#   isolation       test/isolation/specs/      concurrency interleavings
+#   pgTAP           test/pgtap/*.sql           via pg_prove
+#   scenarios       test/scenarios/*.sh        timing, faults, load (TAP, via prove)
+# Redis is flushed between suites.  The servers are stopped and the folder is
+# removed on exit, whatever happened.  Ends with "N passed, N failed".
+#
+# RP_SUITES="regress pgtap isolation scenarios" selects suites;
+# RP_ONLY=pattern runs only pgTAP/scenario files whose name matches.
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+
+start=$(date +%s)
+rp_setup
+rp_start_servers
+cd "$RP_ROOT"
+
+suites=${RP_SUITES:-regress isolation pgtap scenarios}
+passed=0 failed=0 failures=()
+
+flush() { redis-cli -p "$REDIS_PORT" flushall >/dev/null; redis-cli -p "$REDIS_PORT" script flush >/dev/null; }
+
+# pg_regress and isolation write results/ and output_iso/ into the tree.
+run_pgxs() {  # target-kind
+	local out rc
+	out=$(mktemp)
+	if [ "$1" = regress ]; then
+		make -s installcheck ISOLATION= >"$out" 2>&1; rc=$?
+	else
+		make -s installcheck REGRESS= >"$out" 2>&1; rc=$?
+	fi
+	cat "$out"
+	local ok bad
+	ok=$(grep -cE '^(ok|test) .*\.\.\. ok|^ok [0-9]+' "$out")
+	bad=$(grep -cE '\.\.\. FAILED|^not ok' "$out")
+	passed=$((passed + ok)); failed=$((failed + bad))
+	if [ "$rc" -ne 0 ]; then
+		[ "$bad" -eq 0 ] && failed=$((failed + 1))
+		failures+=("$1")
+		for f in regression.diffs output_iso/regression.diffs; do
+			[ -f "$f" ] && { echo "---- $f"; head -200 "$f"; }
+		done
+	fi
+	rm -f "$out"
+}
+
+run_prove() {  # kind files...
+	local kind=$1; shift
+	local files=() f
+	for f in "$@"; do
+		[ -n "${RP_ONLY:-}" ] && [[ "$f" != *${RP_ONLY}* ]] && continue
+		files+=("$f")
+	done
+	[ ${#files[@]} -eq 0 ] && return 0
+	local out rc
+	out=$(mktemp)
+	if [ "$kind" = pgtap ]; then
+		for f in "${files[@]}"; do flush; pg_prove -d rp_test -v "$f"; done >"$out" 2>&1
+		rc=$?
+		grep -q '^Result: FAIL' "$out" && rc=1
+	else
+		for f in "${files[@]}"; do flush; prove -v "$f"; done >"$out" 2>&1
+		rc=$?
+		grep -q '^Result: FAIL' "$out" && rc=1
+	fi
+	cat "$out"
+	local ok bad
+	ok=$(grep -cE '^ *ok [0-9]+' "$out")
+	bad=$(grep -cE '^ *not ok [0-9]+' "$out")
+	# a script that died before its plan counts as a failure too
+	bad=$((bad + $(grep -cE 'Bad plan|Dubious|Parse errors' "$out")))
+	passed=$((passed + ok)); failed=$((failed + bad))
+	[ "$bad" -gt 0 ] && failures+=("$kind")
+	rm -f "$out"
+}
+
+psql -X -q -c "CREATE DATABASE rp_test" >/dev/null
+psql -X -q -d rp_test -c "CREATE EXTENSION pgtap; CREATE EXTENSION redis_primitives;" >/dev/null
+psql -X -q -d rp_test -v ON_ERROR_STOP=1 -f test/setup.sql >/dev/null
+export RP_REDIS_CLI="redis-cli -p $REDIS_PORT"
+psql -X -q -c "ALTER DATABASE rp_test SET rp_test.redis_port = '$REDIS_PORT'" >/dev/null
+
+for s in $suites; do
+	echo "==== $s"
+	flush
+	case $s in
+		regress)   run_pgxs regress ;;
+		isolation) run_pgxs isolation ;;
+		pgtap)     run_prove pgtap test/pgtap/*.sql ;;
+		scenarios) run_prove scenarios test/scenarios/*.sh ;;
+	esac
+done
+
+echo
+echo "suites: $suites; wall time $(( $(date +%s) - start )) s"
+[ ${#failures[@]} -gt 0 ] && echo "failing suites: ${failures[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ]

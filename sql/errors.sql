@@ -1,0 +1,33 @@
+-- Bad input: a clear error with the right SQLSTATE, never a NULL that reads as
+-- "not acquired".
+\set VERBOSITY sqlstate
+\pset null '(null)'
+
+-- 22004: NULL where a value is required
+SELECT rp_acquire(NULL, 1000);
+SELECT rp_acquire('x', NULL);
+SELECT rp_acquire('x', 1000, NULL);
+SELECT rp_acquire('x', 1000, 0, NULL);
+SELECT rp_acquire_xact(NULL, 1000);
+SELECT rp_release(NULL::text);
+SELECT rp_release(NULL::rp_lease);
+SELECT rp_release(ROW(NULL, 't', 1, now())::rp_lease);
+SELECT rp_release(ROW('x', NULL, 1, now())::rp_lease);
+SELECT rp_extend(NULL::rp_lease, 1000);
+SELECT rp_lock_info(NULL);
+SELECT rp_fenced_write(NULL, '{}', 1);
+SELECT rp_fenced_write('r', '{}', NULL);
+
+-- 22023: out of range
+SELECT rp_acquire('x', 0);
+SELECT rp_acquire('x', -1);
+SELECT rp_acquire('x', 9223372036854775807);
+SELECT rp_acquire('x', 1000, -1);
+SELECT rp_acquire('x', 1000, 0, -1);
+SELECT rp_acquire('x', 1000, 0, 9223372036854775807);
+SELECT rp_acquire('', 1000);
+SELECT rp_extend(ROW('x', 't', 1, now())::rp_lease, 0);
+
+-- nothing was taken by any of the above
+SELECT count(*) AS leases FROM rp_leases();
+SELECT held FROM rp_lock_info('x');

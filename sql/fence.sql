@@ -1,0 +1,72 @@
+-- Fencing enforced by PostgreSQL: the trigger and the fenced store.
+\pset null '(null)'
+
+CREATE TABLE account (id int PRIMARY KEY, balance int, fence_token bigint);
+CREATE TRIGGER account_fence BEFORE INSERT OR UPDATE ON account
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token');
+
+INSERT INTO account VALUES (42, 100, 5);
+-- a newer token writes
+UPDATE account SET balance = 90, fence_token = 7 WHERE id = 42;
+-- the same token writes again (the same holder may write twice)
+UPDATE account SET balance = 80, fence_token = 7 WHERE id = 42;
+-- a stale token is refused with RP001, and the row keeps the newer write
+UPDATE account SET balance = 1000, fence_token = 6 WHERE id = 42;
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM account;
+-- a NULL token is refused, on UPDATE and on INSERT
+UPDATE account SET fence_token = NULL WHERE id = 42;
+INSERT INTO account VALUES (43, 1, NULL);
+-- an INSERT without a token column value is refused
+INSERT INTO account (id, balance) VALUES (44, 1);
+-- an UPDATE that leaves the token untouched carries the stored one: allowed
+UPDATE account SET balance = 70 WHERE id = 42;
+SELECT * FROM account;
+
+-- 'skip' mode: a stale row change is dropped, row count 0, like
+-- UPDATE ... WHERE fence_token <= $token.
+CREATE TABLE doc (id int PRIMARY KEY, body text, fence int);
+CREATE TRIGGER doc_fence BEFORE INSERT OR UPDATE ON doc
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence', 'skip');
+INSERT INTO doc VALUES (1, 'v10', 10), (2, 'v3', 3);
+UPDATE doc SET body = 'stale', fence = 9;
+SELECT * FROM doc ORDER BY id;
+WITH u AS (UPDATE doc SET body = 'stale2', fence = 2 WHERE id = 2 RETURNING 1)
+SELECT count(*) AS rows_changed FROM u;
+
+-- Misuse is refused clearly.
+CREATE TABLE t (id int, f bigint, txt text, n numeric);
+CREATE TRIGGER bad AFTER INSERT ON t FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('f');
+INSERT INTO t VALUES (1, 1);
+DROP TRIGGER bad ON t;
+CREATE TRIGGER bad BEFORE INSERT ON t FOR EACH STATEMENT EXECUTE FUNCTION rp_fence_guard('f');
+INSERT INTO t VALUES (1, 1);
+DROP TRIGGER bad ON t;
+CREATE TRIGGER bad BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('nope');
+INSERT INTO t VALUES (1, 1);
+DROP TRIGGER bad ON t;
+CREATE TRIGGER bad BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('txt');
+INSERT INTO t VALUES (1, 1);
+DROP TRIGGER bad ON t;
+CREATE TRIGGER bad BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('n');
+INSERT INTO t VALUES (1, 1);
+DROP TRIGGER bad ON t;
+CREATE TRIGGER bad BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION rp_fence_guard();
+INSERT INTO t VALUES (1, 1);
+DROP TRIGGER bad ON t;
+CREATE TRIGGER bad BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('f', 'ignore');
+INSERT INTO t VALUES (1, 1);
+DROP TRIGGER bad ON t;
+CREATE TRIGGER bad BEFORE DELETE ON t FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('f');
+INSERT INTO t VALUES (1, 1);
+DELETE FROM t;
+DROP TRIGGER bad ON t;
+SELECT rp_fence_guard();
+
+-- The fenced store.
+SELECT rp_fenced_write('schedule', '{"v": 1}', 3);
+SELECT rp_fenced_write('schedule', '{"v": 2}', 5);
+SELECT rp_fenced_write('schedule', '{"v": "stale"}', 4);
+SELECT rp_fenced_write('schedule', '{"v": 3}', 5);
+SELECT value, fence FROM rp_fenced_read('schedule');
+SELECT value, fence FROM rp_fenced_read('nothing-here');

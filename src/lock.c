@@ -1,0 +1,742 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock.c
+ *		The lease lock: rp_acquire[_xact], rp_release, rp_release_all,
+ *		rp_extend, rp_lock_info, rp_leases, and the session's lease registry
+ *		with its transaction, subtransaction and backend-exit release.
+ *
+ * Before editing, know this: the registry is what the session *believes*;
+ * Redis is the truth.  Cleanup paths (transaction end, backend exit) release
+ * through rp_eval_quiet and never ereport(ERROR): a lease that cannot be
+ * released expires by its TTL.  Only XACT_EVENT_PRE_COMMIT may throw, and it
+ * does so on purpose (RP002) to abort a commit whose lease was lost.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lock.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "common/pg_prng.h"
+#include "port.h"
+
+#include "conn.h"
+#include "lock.h"
+#include "rp_scripts.h"
+
+#define RP_TOKEN_BYTES	16
+#define RP_TOKEN_LEN	(RP_TOKEN_BYTES * 2)
+
+/* How long backend exit and transaction end may spend releasing. */
+#define RP_CLEANUP_TIMEOUT_MS	500
+
+/* One lease the session believes it holds. */
+typedef struct RpLease
+{
+	char	   *name;			/* in TopMemoryContext */
+	size_t		namelen;
+	char		token[RP_TOKEN_LEN + 1];
+	int64		fence;
+	TimestampTz expires_at;
+	bool		xact;			/* released at top-level transaction end */
+	bool		verify;			/* checked at PRE_COMMIT (xact leases only) */
+	SubTransactionId subid;		/* subtransaction that took it (xact only) */
+} RpLease;
+
+static List *rp_leases_held = NIL;	/* of RpLease *, in TopMemoryContext */
+static bool rp_callbacks_registered = false;
+
+/* ------------------------------------------------------------------------
+ * Arguments.
+ * ------------------------------------------------------------------------
+ */
+
+text *
+rp_arg_text(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	text	   *t;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", what)));
+	t = PG_GETARG_TEXT_PP(argno);
+	if (VARSIZE_ANY_EXHDR(t) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", what)));
+	return t;
+}
+
+int64
+rp_arg_int8(FunctionCallInfo fcinfo, int argno, const char *what,
+			int64 min, int64 max)
+{
+	int64		v;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", what)));
+	v = PG_GETARG_INT64(argno);
+	if (v < min || v > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be between " INT64_FORMAT " and " INT64_FORMAT
+						", got " INT64_FORMAT, what, min, max, v)));
+	return v;
+}
+
+/* ------------------------------------------------------------------------
+ * The registry.
+ * ------------------------------------------------------------------------
+ */
+
+static RpLease *
+rp_registry_add(const char *name, size_t namelen, const char *token,
+				int64 fence, TimestampTz expires_at, bool xact, bool verify)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	RpLease    *l = palloc0(sizeof(RpLease));
+
+	l->name = pnstrdup(name, namelen);
+	l->namelen = namelen;
+	memcpy(l->token, token, RP_TOKEN_LEN + 1);
+	l->fence = fence;
+	l->expires_at = expires_at;
+	l->xact = xact;
+	l->verify = verify;
+	l->subid = xact ? GetCurrentSubTransactionId() : InvalidSubTransactionId;
+	rp_leases_held = lappend(rp_leases_held, l);
+	MemoryContextSwitchTo(old);
+	return l;
+}
+
+static void
+rp_registry_remove(RpLease *l)
+{
+	rp_leases_held = list_delete_ptr(rp_leases_held, l);
+	pfree(l->name);
+	pfree(l);
+}
+
+static RpLease *
+rp_registry_find(const char *name, size_t namelen, const char *token)
+{
+	ListCell   *lc;
+
+	foreach(lc, rp_leases_held)
+	{
+		RpLease    *l = lfirst(lc);
+
+		if (l->namelen == namelen && memcmp(l->name, name, namelen) == 0 &&
+			(token == NULL || strcmp(l->token, token) == 0))
+			return l;
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Talking to Redis.
+ * ------------------------------------------------------------------------
+ */
+
+static void
+rp_new_token(char *out)
+{
+	uint8		buf[RP_TOKEN_BYTES];
+	static const char hex[] = "0123456789abcdef";
+
+	if (!pg_strong_random(buf, sizeof(buf)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random lease token")));
+	for (int i = 0; i < RP_TOKEN_BYTES; i++)
+	{
+		out[2 * i] = hex[buf[i] >> 4];
+		out[2 * i + 1] = hex[buf[i] & 0xf];
+	}
+	out[RP_TOKEN_LEN] = '\0';
+}
+
+/* One attempt.  Returns the fence, or 0 when the lock is held. */
+static int64
+rp_try_acquire(const char *name, size_t namelen, const char *token,
+			   int64 ttl_ms, int64 floor)
+{
+	RpArg		keys[2];
+	RpArg		argv[3];
+	RpReply    *r;
+
+	keys[0] = rp_key(name, namelen, "lock");
+	keys[1] = rp_key(name, namelen, "fence");
+	argv[0] = rp_arg_str(token);
+	argv[1] = rp_arg_int(ttl_ms);
+	argv[2] = rp_arg_int(floor);
+	r = rp_eval(&rp_script_lock_acquire, 2, keys, 3, argv);
+	if (rp_reply_is_nil(r))
+		return 0;
+	return rp_reply_int(r, "lock_acquire");
+}
+
+/*
+ * Release leases in one round trip.  Returns how many Redis still held with
+ * our token.  quiet: never ereport, for cleanup paths.
+ */
+static int
+rp_release_leases(List *leases, bool quiet)
+{
+	int			n = list_length(leases);
+	RpArg	   *keys;
+	RpArg	   *argv;
+	RpReply    *r;
+	int			released = 0;
+	int			i = 0;
+	ListCell   *lc;
+
+	if (n == 0)
+		return 0;
+	keys = palloc(sizeof(RpArg) * n);
+	argv = palloc(sizeof(RpArg) * n);
+	foreach(lc, leases)
+	{
+		RpLease    *l = lfirst(lc);
+
+		keys[i] = rp_key(l->name, l->namelen, "lock");
+		argv[i] = rp_arg_str(l->token);
+		i++;
+	}
+	if (quiet)
+	{
+		char	   *err;
+
+		r = rp_eval_quiet(&rp_script_lock_release, n, keys, n, argv,
+						  Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS), &err);
+		if (r == NULL)
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not release %d Redis lease(s); they will expire by their TTL", n),
+					 errdetail_internal("%s", err)));
+			return 0;
+		}
+	}
+	else
+		r = rp_eval(&rp_script_lock_release, n, keys, n, argv);
+
+	if (r->type == RP_REPLY_ARRAY)
+		for (size_t j = 0; j < r->nelem; j++)
+			if (r->elem[j]->type == RP_REPLY_INTEGER && r->elem[j]->integer == 1)
+				released++;
+	return released;
+}
+
+/* ------------------------------------------------------------------------
+ * Transaction, subtransaction and exit callbacks.
+ * ------------------------------------------------------------------------
+ */
+
+/* Take every xact lease (or those of one subtransaction) out of the registry. */
+static List *
+rp_registry_take_xact(SubTransactionId subid)
+{
+	List	   *taken = NIL;
+	ListCell   *lc;
+
+	foreach(lc, rp_leases_held)
+	{
+		RpLease    *l = lfirst(lc);
+
+		if (l->xact && (subid == InvalidSubTransactionId || l->subid == subid))
+		{
+			taken = lappend(taken, l);
+			rp_leases_held = foreach_delete_current(rp_leases_held, lc);
+		}
+	}
+	return taken;
+}
+
+static void
+rp_release_and_forget(List *leases)
+{
+	ListCell   *lc;
+
+	if (leases == NIL)
+		return;
+	(void) rp_release_leases(leases, true);
+	foreach(lc, leases)
+	{
+		RpLease    *l = lfirst(lc);
+
+		pfree(l->name);
+		pfree(l);
+	}
+	list_free(leases);
+}
+
+/*
+ * PRE_COMMIT: with verify set, every such lease must still be ours in Redis,
+ * checked in one round trip; otherwise the commit is aborted with RP002.
+ */
+static void
+rp_verify_at_commit(void)
+{
+	List	   *check = NIL;
+	ListCell   *lc;
+	RpArg	   *keys;
+	RpArg	   *argv;
+	int			n;
+	int			i = 0;
+	int64		bad;
+	RpLease    *badl;
+
+	foreach(lc, rp_leases_held)
+	{
+		RpLease    *l = lfirst(lc);
+
+		if (l->xact && l->verify)
+			check = lappend(check, l);
+	}
+	n = list_length(check);
+	if (n == 0)
+		return;
+	keys = palloc(sizeof(RpArg) * n);
+	argv = palloc(sizeof(RpArg) * n);
+	foreach(lc, check)
+	{
+		RpLease    *l = lfirst(lc);
+
+		keys[i] = rp_key(l->name, l->namelen, "lock");
+		argv[i] = rp_arg_str(l->token);
+		i++;
+	}
+	bad = rp_reply_int(rp_eval(&rp_script_lock_verify, n, keys, n, argv),
+					   "lock_verify");
+	if (bad == 0)
+		return;
+	badl = list_nth(check, (int) bad - 1);
+	ereport(ERROR,
+			(errcode(MAKE_SQLSTATE('R', 'P', '0', '0', '2')),
+			 errmsg("lease on \"%s\" was lost before commit", badl->name),
+			 errdetail("The lease with fence token " INT64_FORMAT
+					   " is no longer held in Redis: it expired or was taken over.",
+					   badl->fence),
+			 errhint("The transaction was rolled back.  Take a longer lease or extend it while working.")));
+}
+
+static void
+rp_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+			rp_verify_at_commit();
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			rp_release_and_forget(rp_registry_take_xact(InvalidSubTransactionId));
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+rp_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		rp_release_and_forget(rp_registry_take_xact(mySubid));
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		foreach(lc, rp_leases_held)
+		{
+			RpLease    *l = lfirst(lc);
+
+			if (l->xact && l->subid == mySubid)
+				l->subid = parentSubid;
+		}
+	}
+}
+
+static void
+rp_exit_callback(int code, Datum arg)
+{
+	List	   *all = rp_leases_held;
+
+	rp_leases_held = NIL;
+	rp_release_and_forget(all);
+	rp_conn_reset();
+}
+
+static void
+rp_register_callbacks(void)
+{
+	if (rp_callbacks_registered)
+		return;
+	RegisterXactCallback(rp_xact_callback, NULL);
+	RegisterSubXactCallback(rp_subxact_callback, NULL);
+	before_shmem_exit(rp_exit_callback, (Datum) 0);
+	rp_callbacks_registered = true;
+}
+
+void
+rp_lock_init(void)
+{
+	/* Callbacks are registered on first use: this may run in the postmaster. */
+}
+
+/* ------------------------------------------------------------------------
+ * SQL functions.
+ * ------------------------------------------------------------------------
+ */
+
+static Datum
+rp_make_lease(FunctionCallInfo fcinfo, const char *name, size_t namelen,
+			  const char *token, int64 fence, TimestampTz expires_at)
+{
+	TupleDesc	tupdesc;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	values[0] = PointerGetDatum(cstring_to_text_with_len(name, namelen));
+	values[1] = CStringGetTextDatum(token);
+	values[2] = Int64GetDatum(fence);
+	values[3] = TimestampTzGetDatum(expires_at);
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
+}
+
+/* Sleep up to ms, waking for cancel and statement_timeout. */
+static void
+rp_sleep(long ms)
+{
+	int			rc;
+
+	if (ms <= 0)
+		return;
+	rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+				   ms, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * Shared body of rp_acquire and rp_acquire_xact.
+ *
+ * With wait_ms > 0 the attempt is repeated with full-jitter exponential
+ * backoff (5 ms doubling to 250 ms) until the deadline; the last attempt is
+ * made at the deadline.  lock_timeout, when set and shorter, ends the wait
+ * with 55P03 as pg_advisory_lock would.
+ */
+static Datum
+rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
+{
+	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
+	int64		ttl_ms = rp_arg_int8(fcinfo, 1, "ttl_ms", 1, RP_MAX_TTL_MS);
+	int64		wait_ms = rp_arg_int8(fcinfo, 2, "wait_ms", 0, RP_MAX_TTL_MS);
+	int64		floor = rp_arg_int8(fcinfo, 3, "floor", 0, PG_INT64_MAX - 1);
+	bool		verify = false;
+	const char *name = VARDATA_ANY(name_t);
+	size_t		namelen = VARSIZE_ANY_EXHDR(name_t);
+	char		token[RP_TOKEN_LEN + 1];
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz deadline = TimestampTzPlusMilliseconds(start, wait_ms);
+	TimestampTz lock_deadline = 0;
+	long		backoff = 5;
+
+	if (xact && PG_NARGS() > 4)
+	{
+		if (PG_ARGISNULL(4))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("verify_at_commit must not be NULL")));
+		verify = PG_GETARG_BOOL(4);
+	}
+	if (LockTimeout > 0 && wait_ms > LockTimeout)
+		lock_deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
+
+	rp_register_callbacks();
+	rp_new_token(token);
+
+	for (;;)
+	{
+		TimestampTz sent = GetCurrentTimestamp();
+		int64		fence = rp_try_acquire(name, namelen, token, ttl_ms, floor);
+		TimestampTz now;
+		long		remaining;
+		long		pause;
+
+		if (fence > 0)
+		{
+			/* The lease is counted from when it was asked for: conservative. */
+			TimestampTz expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
+
+			rp_registry_add(name, namelen, token, fence, expires, xact, verify);
+			PG_RETURN_DATUM(rp_make_lease(fcinfo, name, namelen, token, fence, expires));
+		}
+
+		now = GetCurrentTimestamp();
+		if (lock_deadline != 0 && now >= lock_deadline)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("could not obtain lease on \"%s\"",
+							text_to_cstring(name_t)),
+					 errdetail("lock_timeout (%d ms) ended the wait.", LockTimeout)));
+		remaining = TimestampDifferenceMilliseconds(now, deadline);
+		if (now >= deadline)
+			PG_RETURN_NULL();
+
+		/* Full jitter in [backoff/2, backoff], never past the deadline. */
+		pause = backoff / 2 + (long) pg_prng_uint64_range(&pg_global_prng_state, 0, backoff / 2);
+		if (lock_deadline != 0)
+			pause = Min(pause, TimestampDifferenceMilliseconds(now, lock_deadline));
+		pause = Min(pause, remaining);
+		pgstat_report_wait_start(PG_WAIT_EXTENSION);
+		rp_sleep(Max(pause, 1));
+		pgstat_report_wait_end();
+		backoff = Min(backoff * 2, 250);
+	}
+}
+
+PG_FUNCTION_INFO_V1(rp_acquire);
+Datum
+rp_acquire(PG_FUNCTION_ARGS)
+{
+	return rp_acquire_common(fcinfo, false);
+}
+
+PG_FUNCTION_INFO_V1(rp_acquire_xact);
+Datum
+rp_acquire_xact(PG_FUNCTION_ARGS)
+{
+	return rp_acquire_common(fcinfo, true);
+}
+
+/* Read the fields of an rp_lease argument. */
+static void
+rp_lease_arg(FunctionCallInfo fcinfo, int argno, text **name, text **token,
+			 int64 *fence)
+{
+	HeapTupleHeader rec;
+	bool		isnull;
+	Datum		d;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease must not be NULL")));
+	rec = PG_GETARG_HEAPTUPLEHEADER(argno);
+	d = GetAttributeByName(rec, "name", &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease name must not be NULL")));
+	*name = DatumGetTextPP(d);
+	d = GetAttributeByName(rec, "token", &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease token must not be NULL")));
+	*token = DatumGetTextPP(d);
+	d = GetAttributeByName(rec, "fence", &isnull);
+	*fence = isnull ? 0 : DatumGetInt64(d);
+}
+
+/* A lease built by hand, not from this session's registry. */
+static RpLease *
+rp_transient_lease(text *name, text *token)
+{
+	RpLease    *l = palloc0(sizeof(RpLease));
+	char	   *tok = text_to_cstring(token);
+
+	l->name = VARDATA_ANY(name);
+	l->namelen = VARSIZE_ANY_EXHDR(name);
+	strlcpy(l->token, tok, sizeof(l->token));
+	if (strlen(tok) != RP_TOKEN_LEN)
+		l->token[0] = '\0';		/* cannot match any lease we issued */
+	return l;
+}
+
+PG_FUNCTION_INFO_V1(rp_release_lease);
+Datum
+rp_release_lease(PG_FUNCTION_ARGS)
+{
+	text	   *name;
+	text	   *token;
+	int64		fence;
+	RpLease    *l;
+	RpLease    *mine;
+	bool		released;
+
+	rp_lease_arg(fcinfo, 0, &name, &token, &fence);
+	l = rp_transient_lease(name, token);
+	if (l->token[0] == '\0' || l->namelen == 0)
+		PG_RETURN_BOOL(false);
+	released = rp_release_leases(list_make1(l), false) == 1;
+	mine = rp_registry_find(l->name, l->namelen, l->token);
+	if (mine)
+		rp_registry_remove(mine);
+	PG_RETURN_BOOL(released);
+}
+
+PG_FUNCTION_INFO_V1(rp_release_name);
+Datum
+rp_release_name(PG_FUNCTION_ARGS)
+{
+	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
+	RpLease    *mine = rp_registry_find(VARDATA_ANY(name_t),
+										VARSIZE_ANY_EXHDR(name_t), NULL);
+	bool		released;
+
+	if (mine == NULL)
+		PG_RETURN_BOOL(false);
+	released = rp_release_leases(list_make1(mine), false) == 1;
+	rp_registry_remove(mine);
+	PG_RETURN_BOOL(released);
+}
+
+PG_FUNCTION_INFO_V1(rp_release_all);
+Datum
+rp_release_all(PG_FUNCTION_ARGS)
+{
+	List	   *all = rp_leases_held;
+	int			released;
+	ListCell   *lc;
+
+	if (all == NIL)
+		PG_RETURN_INT32(0);
+	released = rp_release_leases(all, false);
+	rp_leases_held = NIL;
+	foreach(lc, all)
+	{
+		RpLease    *l = lfirst(lc);
+
+		pfree(l->name);
+		pfree(l);
+	}
+	list_free(all);
+	PG_RETURN_INT32(released);
+}
+
+PG_FUNCTION_INFO_V1(rp_extend);
+Datum
+rp_extend(PG_FUNCTION_ARGS)
+{
+	text	   *name;
+	text	   *token;
+	int64		fence;
+	int64		ttl_ms;
+	RpLease    *l;
+	RpLease    *mine;
+	RpArg		keys[1];
+	RpArg		argv[2];
+	TimestampTz sent;
+	TimestampTz expires;
+
+	rp_lease_arg(fcinfo, 0, &name, &token, &fence);
+	ttl_ms = rp_arg_int8(fcinfo, 1, "ttl_ms", 1, RP_MAX_TTL_MS);
+	l = rp_transient_lease(name, token);
+	if (l->token[0] == '\0' || l->namelen == 0)
+		PG_RETURN_NULL();
+	keys[0] = rp_key(l->name, l->namelen, "lock");
+	argv[0] = rp_arg_str(l->token);
+	argv[1] = rp_arg_int(ttl_ms);
+	sent = GetCurrentTimestamp();
+	mine = rp_registry_find(l->name, l->namelen, l->token);
+	if (rp_reply_int(rp_eval(&rp_script_lock_extend, 1, keys, 2, argv),
+					 "lock_extend") != 1)
+	{
+		/* Not ours any more: stop believing it. */
+		if (mine)
+			rp_registry_remove(mine);
+		PG_RETURN_NULL();
+	}
+	expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
+	if (mine)
+		mine->expires_at = expires;
+	PG_RETURN_DATUM(rp_make_lease(fcinfo, l->name, l->namelen, l->token,
+								  fence, expires));
+}
+
+PG_FUNCTION_INFO_V1(rp_lock_info);
+Datum
+rp_lock_info(PG_FUNCTION_ARGS)
+{
+	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
+	const char *name = VARDATA_ANY(name_t);
+	size_t		namelen = VARSIZE_ANY_EXHDR(name_t);
+	RpArg		keys[2];
+	RpReply    *r;
+	TupleDesc	tupdesc;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+	bool		held;
+	int64		pttl;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	keys[0] = rp_key(name, namelen, "lock");
+	keys[1] = rp_key(name, namelen, "fence");
+	r = rp_eval(&rp_script_lock_info, 2, keys, 0, NULL);
+	if (r->type != RP_REPLY_ARRAY || r->nelem != 3)
+		elog(ERROR, "unexpected Redis reply for lock_info");
+	held = rp_reply_int(r->elem[0], "lock_info") == 1;
+	pttl = rp_reply_int(r->elem[1], "lock_info");
+	values[0] = BoolGetDatum(held);
+	if (held && r->elem[2]->type == RP_REPLY_STRING)
+		values[1] = DirectFunctionCall1(int8in, CStringGetDatum(r->elem[2]->str));
+	else
+		nulls[1] = true;
+	/* -1: held with no expiry (set by hand); -2: absent. */
+	if (held && pttl >= 0)
+		values[2] = Int64GetDatum(pttl);
+	else
+		nulls[2] = true;
+	if (r->elem[2]->type == RP_REPLY_STRING)
+		values[3] = DirectFunctionCall1(int8in, CStringGetDatum(r->elem[2]->str));
+	else
+		nulls[3] = true;
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
+													  values, nulls)));
+}
+
+PG_FUNCTION_INFO_V1(rp_leases);
+Datum
+rp_leases(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	foreach(lc, rp_leases_held)
+	{
+		RpLease    *l = lfirst(lc);
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
+		values[0] = PointerGetDatum(cstring_to_text_with_len(l->name, l->namelen));
+		values[1] = CStringGetTextDatum(l->token);
+		values[2] = Int64GetDatum(l->fence);
+		values[3] = TimestampTzGetDatum(l->expires_at);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock.h
+ *		The lease lock: acquire, release, extend, and the session's registry.
+ *
+ * Other primitives that need a lease-shaped lock (leader election) use the
+ * key builders here so that every lock of a name shares one fence counter.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RP_LOCK_H
+#define RP_LOCK_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+
+/* Longest lease or wait we accept, in ms (Redis rejects PX past int64 time). */
+#define RP_MAX_TTL_MS	INT64CONST(1000000000000)
+
+extern void rp_lock_init(void);
+
+/* Argument checks shared by the SQL functions of every primitive. */
+extern text *rp_arg_text(FunctionCallInfo fcinfo, int argno, const char *what);
+extern int64 rp_arg_int8(FunctionCallInfo fcinfo, int argno, const char *what,
+						 int64 min, int64 max);
+
+#endif							/* RP_LOCK_H */

@@ -1,0 +1,62 @@
+/*-------------------------------------------------------------------------
+ *
+ * redis_primitives.c
+ *		Module entry point: _PG_init and the diagnostics function rp_ping.
+ *
+ * _PG_init is a table of contents: one Init call per subsystem, each of
+ * which defines its own settings.  Nothing here may open a connection: when
+ * the library is preloaded, _PG_init runs in the postmaster.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+
+#include "conn.h"
+#include "lock.h"
+#include "redis_primitives.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	rp_conn_init();
+	rp_lock_init();
+	rp_ratelimit_init();
+	rp_election_init();
+
+	MarkGUCPrefixReserved("redis_primitives");
+}
+
+/*
+ * rp_ping() -> (rtt_ms double precision, redis_version text)
+ */
+PG_FUNCTION_INFO_V1(rp_ping);
+Datum
+rp_ping(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+	int64		rtt_us;
+	char	   *version;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	rp_conn_ping(&rtt_us, &version);
+	values[0] = Float8GetDatum(rtt_us / 1000.0);
+	if (version)
+		values[1] = CStringGetTextDatum(version);
+	else
+		nulls[1] = true;
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
+													  values, nulls)));
+}

@@ -1,0 +1,15 @@
+-- redis_primitives--1.0.sql
+-- Assembled by the Makefile from src/sql/*.sql; edit those files.
+--
+-- Every object is created in @extschema@ and every reference to a type or
+-- operator is schema-qualified, so a hostile search_path at CREATE EXTENSION
+-- time cannot hijack it.
+
+\echo Use "CREATE EXTENSION redis_primitives" to load this file. \quit
+
+CREATE FUNCTION @extschema@.rp_ping(OUT rtt_ms double precision, OUT redis_version text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rp_ping'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION @extschema@.rp_ping() IS
+  'Round trip to Redis in milliseconds and the server''s version';
