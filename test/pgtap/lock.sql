@@ -1,0 +1,59 @@
+-- The lock's own failures: release discipline, waiting, lock_timeout, and
+-- Redis forgetting its scripts.
+BEGIN;
+SELECT plan(15);
+
+CREATE TEMP TABLE lease (who text PRIMARY KEY, l rp_lease);
+
+-- Release discipline.  A's 200 ms lease expires while it works; B takes the
+-- lock; A's cleanup must not delete B's lock.
+INSERT INTO lease SELECT 'A', rp_acquire('job-7', 200);
+SELECT pg_sleep(0.25);
+INSERT INTO lease SELECT 'B', rp_acquire('job-7', 10000);
+SELECT ok((SELECT l FROM lease WHERE who = 'B') IS NOT NULL, 'B acquires after A''s lease expired');
+SELECT is(rp_release((SELECT l FROM lease WHERE who = 'A')), false, 'A''s compare-and-delete returns false');
+SELECT is((rp_lock_info('job-7')).held, true, 'B still holds the lock');
+SELECT is(rp_acquire('job-7', 1000), NULL, 'a third worker is kept out');
+SELECT rp_release_all();
+
+-- The naive twin: A cleans up with a plain DEL and a third worker walks in.
+TRUNCATE lease;
+INSERT INTO lease SELECT 'A', rp_acquire('job-8', 200);
+SELECT pg_sleep(0.25);
+INSERT INTO lease SELECT 'B', rp_acquire('job-8', 10000);
+SELECT rp_test.redis('DEL', rp_test.key('job-8', 'lock'));
+INSERT INTO lease SELECT 'C', rp_acquire('job-8', 10000);
+SELECT ok((SELECT l FROM lease WHERE who = 'C') IS NOT NULL,
+          'with a plain DEL for cleanup, a third worker acquires while B still works');
+SELECT rp_release_all();
+
+-- wait_ms: acquires once the holder's lease expires ...
+SELECT ok(rp_acquire('slow', 300) IS NOT NULL, 'a holder takes a 300 ms lease');
+CREATE TEMP TABLE t0 AS SELECT clock_timestamp() AS t;
+SELECT ok(rp_acquire('slow', 1000, 5000) IS NOT NULL, 'a waiter acquires within wait_ms');
+SELECT ok(clock_timestamp() - (SELECT t FROM t0) >= interval '200 ms',
+          'only after the holder''s lease expired');
+SELECT rp_release_all();
+-- ... and returns NULL at the deadline.
+SELECT ok(rp_acquire('busy', 60000) IS NOT NULL, 'a holder takes a 60 s lease');
+UPDATE t0 SET t = clock_timestamp();
+SELECT is(rp_acquire('busy', 1000, 300), NULL, 'a waiter gives up with NULL at wait_ms');
+SELECT ok(clock_timestamp() - (SELECT t FROM t0) BETWEEN interval '290 ms' AND interval '5 s',
+          'at the deadline, not before');
+
+-- lock_timeout ends a longer wait as it ends pg_advisory_lock's: 55P03.
+SET LOCAL lock_timeout = '200ms';
+SELECT throws_ok($$SELECT rp_acquire('busy', 1000, 5000)$$, '55P03', NULL,
+                 'lock_timeout shorter than wait_ms raises 55P03');
+RESET lock_timeout;
+SELECT rp_release_all();
+
+-- Redis forgets its scripts (SCRIPT FLUSH, or a restart): invisible.
+SELECT ok(rp_acquire('flush', 10000) IS NOT NULL, 'acquire loads the script');
+SELECT rp_test.redis('SCRIPT', 'FLUSH');
+SELECT ok(rp_release('flush'), 'after SCRIPT FLUSH, release still works (NOSCRIPT retried)');
+SELECT ok(rp_acquire('flush', 10000) IS NOT NULL, 'and acquire too');
+SELECT rp_release_all();
+
+SELECT * FROM finish();
+ROLLBACK;

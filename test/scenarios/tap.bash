@@ -1,0 +1,73 @@
+# test/scenarios/tap.bash -- TAP helpers for the scenario tests (bash, run by prove).
+#
+# The runner (scripts/test.sh) exports PGHOST PGPORT PGUSER REDIS_PORT RP_TMP;
+# the database rp_test has the extension and pgTAP.  Every scenario tests real
+# servers: concurrency is separate connections released together by an
+# advisory-lock barrier, never a loop in one session.
+set -u
+RP_DB=${RP_DB:-rp_test}
+_tap_n=0
+_tap_failed=0
+
+plan() { echo "1..$1"; }
+diag() { echo "# $*"; }
+ok() {  # condition-exit-status description
+	_tap_n=$((_tap_n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $_tap_n - $2"; else echo "not ok $_tap_n - $2"; _tap_failed=$((_tap_failed + 1)); fi
+}
+is() {  # got expected description
+	_tap_n=$((_tap_n + 1))
+	if [ "$1" = "$2" ]; then echo "ok $_tap_n - $3"
+	else echo "not ok $_tap_n - $3"; echo "#   got:      '$1'"; echo "#   expected: '$2'"; _tap_failed=$((_tap_failed + 1)); fi
+}
+cmp_ok() {  # a op b description   (integers)
+	_tap_n=$((_tap_n + 1))
+	if [ "$1" "$2" "$3" ]; then echo "ok $_tap_n - $4"
+	else echo "not ok $_tap_n - $4"; echo "#   $1 $2 $3 is false"; _tap_failed=$((_tap_failed + 1)); fi
+}
+
+# q SQL...: run statements in one session, print unaligned tuples only.
+q() {
+	local args=() s
+	for s in "$@"; do args+=(-c "$s"); done
+	psql -X -At -q -v ON_ERROR_STOP=1 -d "$RP_DB" "${args[@]}"
+}
+# q_state SQL...: like q, but print only the SQLSTATE of the error (or OK).
+q_state() {
+	local out
+	out=$(PGOPTIONS="${PGOPTIONS:-}" psql -X -At -q -v ON_ERROR_STOP=1 -v VERBOSITY=sqlstate -d "$RP_DB" \
+		-c '\set VERBOSITY sqlstate' "${@/#/-c}" 2>&1 >/dev/null)
+	if [ -z "$out" ]; then echo OK; else echo "$out" | sed -n 's/^.*ERROR:  *\([0-9A-Z]\{5\}\).*$/\1/p' | head -1; fi
+}
+now_ms() { date +%s%3N; }
+redis() { redis-cli -p "$REDIS_PORT" "$@"; }
+key() { echo "rp:{$1}:$2"; }
+
+# Barriers: a holder session takes an exclusive advisory lock; callers block
+# on the shared lock; once all N wait, the holder is terminated and all of
+# them proceed at the same instant.
+barrier_hold() {  # key
+	psql -X -q -d "$RP_DB" -c "SET application_name = 'barrier-$1'" \
+		-c "SELECT pg_advisory_lock($1)" -c "SELECT pg_sleep(300)" >/dev/null 2>&1 &
+	local i
+	for i in $(seq 200); do
+		[ "$(q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND granted")" -ge 1 ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+barrier_wait() {  # key n : wait until n sessions are blocked on it (60 s at most)
+	local i
+	for i in $(seq 1200); do
+		[ "$(q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted")" -ge "$2" ] && return 0
+		sleep 0.05
+	done
+	diag "barrier $1: fewer than $2 sessions arrived"; return 1
+}
+barrier_release() {  # key
+	q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'barrier-$1'" >/dev/null
+}
+
+finish() {
+	[ "$_tap_failed" -eq 0 ]
+}
