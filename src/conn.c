@@ -620,9 +620,11 @@ rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	RpReply    *volatile reply = NULL;
+	uint32		holdoff;
 
 	*errmsg_out = NULL;
 	HOLD_INTERRUPTS();
+	holdoff = InterruptHoldoffCount;
 	PG_TRY();
 	{
 		reply = rp_eval_internal(script, nkeys, keys, nargs, argv, timeout_ms);
@@ -631,6 +633,8 @@ rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 	{
 		ErrorData  *edata;
 
+		/* errfinish() zeroed the holdoff count: put ours back. */
+		InterruptHoldoffCount = holdoff;
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
 		FlushErrorState();

@@ -71,3 +71,30 @@ barrier_release() {  # key
 finish() {
 	[ "$_tap_failed" -eq 0 ]
 }
+
+# A long-lived psql session fed through a FIFO, for "the same session's next
+# call" across a Redis restart.  session_q prints the output of one batch,
+# with errors shown as "ERROR:  <SQLSTATE>".
+session_open() {  # name
+	local n=$1
+	mkfifo "$RP_TMP/$n.in"
+	psql -X -At -q -d "$RP_DB" -v VERBOSITY=sqlstate <"$RP_TMP/$n.in" >"$RP_TMP/$n.out" 2>&1 &
+	eval "exec {_fd_$n}>\"$RP_TMP/$n.in\""
+	echo 0 >"$RP_TMP/$n.seen"
+	session_q "$n" '\set VERBOSITY sqlstate' >/dev/null
+}
+session_q() {  # name sql
+	local n=$1 fdvar="_fd_$1" marker="__done_${RANDOM}_$RANDOM" seen i
+	local sql=$2
+	case $sql in \\*) ;; *) sql="$sql;" ;; esac
+	printf '%s\n\\echo %s\n' "$sql" "$marker" >&"${!fdvar}"
+	for i in $(seq 1200); do
+		grep -q "^$marker\$" "$RP_TMP/$n.out" && break
+		sleep 0.05
+	done
+	seen=$(cat "$RP_TMP/$n.seen")
+	awk -v s="$seen" -v m="$marker" 'NR > s && $0 != m' "$RP_TMP/$n.out" | sed 's/^psql:[^ ]* //'
+	grep -n "^$marker\$" "$RP_TMP/$n.out" | cut -d: -f1 >"$RP_TMP/$n.seen"
+}
+session_pid() { session_q "$1" "SELECT pg_backend_pid()"; }
+session_close() { local fdvar="_fd_$1"; eval "exec ${!fdvar}>&-"; }

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Redis failing under a running backend.  For each fault: what the caller
+# sees (SQLSTATE, how long it took), that nothing is left half-done, and that
+# the next call works with no action from the user.
+source "$(dirname "$0")/tap.bash"
+source "$(dirname "$0")/../../scripts/lib.sh"
+plan 38
+
+secs_since() { echo $(( $(now_ms) - $1 )); }
+
+session_open s
+session_q s "SELECT (rp_acquire('warm', 1000)).fence IS NOT NULL; SELECT rp_release_all()" >/dev/null
+
+# 1. Redis not running: 08001 within connect_timeout (1000 ms here).
+rp_stop_redis "$REDIS_PORT"
+t=$(now_ms); out=$(session_q s "SELECT rp_acquire('f1', 10000)"); el=$(secs_since $t)
+is "$out" "ERROR:  08001" "Redis stopped: rp_acquire fails with 08001"
+cmp_ok "$el" -lt 3000 "within connect_timeout plus a little (${el} ms)"
+is "$(session_q s "SELECT count(*) FROM rp_leases()")" "0" "nothing is believed held"
+
+# 2. Started again: the same session's next call works (and the scripts it
+# had loaded are gone: the NOSCRIPT path runs too).
+rp_start_redis "$REDIS_PORT"
+is "$(session_q s "SELECT (rp_acquire('f1', 10000)).fence")" "1" "Redis back: the same session acquires, no action needed"
+is "$(session_q s "SELECT rp_release('f1')")" "t" "and releases"
+
+# 3. Restarted between two calls of a session holding an idle connection.
+rp_stop_redis "$REDIS_PORT"; rp_start_redis "$REDIS_PORT"
+is "$(session_q s "SELECT (rp_acquire('f2', 10000)).fence")" "1" "restart between calls is invisible"
+session_q s "SELECT rp_release_all()" >/dev/null
+
+# 4. Killed while a call is in flight: 08006, and nothing half-written.
+session_q s "SET redis_primitives.command_timeout = '10s'" >/dev/null
+redis debug sleep 2 >/dev/null 2>&1 & sleeper=$!
+sleep 0.3
+( sleep 0.5; pid=$(cat "$RP_TMP/redis-$REDIS_PORT.pid"); kill -9 "$pid" ) & killer=$!
+out=$(session_q s "SELECT rp_acquire('inflight', 10000)")
+wait $sleeper $killer
+is "$out" "ERROR:  08006" "Redis killed mid-call: the call fails with 08006"
+rm -f "$RP_TMP/redis-$REDIS_PORT.pid"
+rp_start_redis "$REDIS_PORT"
+is "$(session_q s "SELECT count(*) FROM rp_leases()")" "0" "the session believes it holds nothing"
+is "$(redis exists "$(key inflight lock)")" "0" "Redis holds no lock for it"
+is "$(session_q s "SELECT (rp_acquire('inflight', 10000)).fence")" "1" "the next call reconnects and works"
+session_q s "SELECT rp_release_all(); RESET redis_primitives.command_timeout" >/dev/null
+
+# 5. Redis hung three ways: the call ends at command_timeout (1000 ms) with
+# 08006, and the late reply is never read as the answer to the next command.
+hang_test() {  # label start-hang-cmd end-hang-cmd
+	local label=$1 el out
+	eval "$2"
+	sleep 0.2
+	t=$(now_ms); out=$(session_q s "SELECT rp_acquire('hang-$label', 3000)"); el=$(secs_since $t)
+	is "$out" "ERROR:  08006" "$label: the call fails with 08006"
+	cmp_ok "$el" -ge 900 "$label: not before command_timeout ($el ms)"
+	cmp_ok "$el" -lt 4000 "$label: and not long after it"
+	eval "$3"
+	# The dropped connection's acquire may still have run when Redis woke:
+	# nobody holds that token, so it is an orphan that expires by its TTL.
+	out=$(session_q s "SELECT held, fence FROM rp_lock_info('other-$label')")
+	is "$out" "f|" "$label: the next command gets its own answer, not the late one"
+}
+hang_test debug_sleep "redis debug sleep 2 >/dev/null 2>&1 &" "sleep 2"
+hang_test client_pause "redis client pause 2000 >/dev/null" "sleep 2"
+hang_test sigstop "kill -STOP \$(cat $RP_TMP/redis-$REDIS_PORT.pid)" "kill -CONT \$(cat $RP_TMP/redis-$REDIS_PORT.pid)"
+sleep 3.2
+is "$(session_q s "SELECT count(*) FROM unnest(ARRAY['debug_sleep','client_pause','sigstop']) n WHERE (rp_lock_info('hang-' || n)).held")" "0" \
+	"orphaned acquires of timed-out calls have expired by their TTL"
+
+# 6. statement_timeout and cancel end a hung call sooner than command_timeout.
+session_q s "SET redis_primitives.command_timeout = '30s'; SET statement_timeout = '300ms'" >/dev/null
+kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
+t=$(now_ms); out=$(session_q s "SELECT rp_acquire('st', 1000)"); el=$(secs_since $t)
+kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
+is "$out" "ERROR:  57014" "statement_timeout ends a call to a hung Redis (57014)"
+cmp_ok "$el" -lt 2500 "at statement_timeout, not command_timeout ($el ms)"
+session_q s "RESET statement_timeout" >/dev/null
+pid=$(session_pid s)
+kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
+( sleep 0.5; q "SELECT pg_cancel_backend($pid)" >/dev/null ) & canceller=$!
+t=$(now_ms); out=$(session_q s "SELECT rp_acquire('cancel', 1000)"); el=$(secs_since $t)
+kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"; wait $canceller
+is "$out" "ERROR:  57014" "pg_cancel_backend ends a call to a hung Redis"
+cmp_ok "$el" -lt 2000 "within a second of the cancel ($el ms)"
+is "$(session_q s "SELECT held FROM rp_lock_info('nothing')")" "f" "the session works normally afterwards"
+
+# 7. pg_cancel_backend ends a 60 s wait_ms within a second.
+redis set "$(key held lock)" someone-else px 120000 >/dev/null
+( sleep 0.7; q "SELECT pg_cancel_backend($pid)" >/dev/null; echo $(now_ms) > "$RP_TMP/cancel.at" ) & canceller=$!
+out=$(session_q s "SELECT rp_acquire('held', 1000, 60000)"); done_at=$(now_ms); wait $canceller
+is "$out" "ERROR:  57014" "a 60 s wait is cancelled"
+cmp_ok $(( done_at - $(cat "$RP_TMP/cancel.at") )) -lt 1000 "within a second of pg_cancel_backend"
+
+# 8. Wrong password, password required while connected, ACL without EVALSHA.
+redis config set requirepass s3cret-Pw >/dev/null
+is "$(session_q s "SELECT held FROM rp_lock_info('auth')")" "f" "requirepass set while connected: the open connection still works"
+out=$(q_state "SELECT rp_lock_info('auth')")
+is "$out" "28000" "a new connection without a password: 28000 (NOAUTH)"
+out=$(psql -X -At -d "$RP_DB" -c "SET redis_primitives.password = 'wrong-Pw'" -c "SELECT rp_lock_info('auth')" 2>&1)
+echo "$out" | grep -q "could not authenticate to Redis"; ok $? "a wrong password: could not authenticate to Redis"
+echo "$out" | grep -q "wrong-Pw"; ok $(( ! $? )) "the password appears nowhere in the message"
+is "$(psql -X -At -q -d "$RP_DB" -c "SET redis_primitives.password = 's3cret-Pw'" -c "SELECT held FROM rp_lock_info('auth')" 2>&1)" "f" "the right password works"
+redis -a s3cret-Pw --no-auth-warning acl setuser limited on '>limited-Pw' '~*' '+@all' '-evalsha' '-eval' >/dev/null
+out=$(psql -X -At -d "$RP_DB" -v VERBOSITY=sqlstate -c "SET redis_primitives.username = 'limited'" -c "SET redis_primitives.password = 'limited-Pw'" -c '\set VERBOSITY sqlstate' -c "SELECT rp_lock_info('auth')" 2>&1)
+is "$(echo "$out" | grep -o '[0-9A-Z]\{5\}$' | tail -1)" "42501" "an ACL user without EVALSHA: 42501"
+redis -a s3cret-Pw --no-auth-warning config set requirepass "" >/dev/null
+session_close s
+
+# 9. Out of memory under noeviction: a clear error, the lock not half-taken.
+before=$(redis get "$(key oom fence)")
+redis config set maxmemory 1 >/dev/null
+out=$(psql -X -At -d "$RP_DB" -c "SELECT rp_acquire('oom', 10000)" 2>&1)
+redis config set maxmemory 0 >/dev/null
+echo "$out" | grep -q "out of memory"; ok $? "OOM: Redis refused the command: out of memory"
+is "$(redis exists "$(key oom lock)")/$(redis get "$(key oom fence)")" "0/$before" "no lock and no counter change left behind"
+finish
