@@ -285,8 +285,8 @@ rp_rl_eval(const RpRlRequest *req, int nargs, const RpArg *argv,
 			 errmsg("Redis could not be reached: rate limit on \"%s\" %s by redis_primitives.ratelimit_on_error",
 					pnstrdup(req->key, req->keylen),
 					result->allowed ? "allowed" : "denied"),
-			 edata->detail ? errdetail("%s: %s", edata->message, edata->detail)
-			 : errdetail("%s", edata->message)));
+			 errdetail("The call failed with: %s%s%s", edata->message,
+					   edata->detail ? ". " : "", edata->detail ? edata->detail : "")));
 	FreeErrorData(edata);
 	return false;
 }
