@@ -11,7 +11,7 @@ CREATE FUNCTION pg_temp.at(ms bigint) RETURNS text LANGUAGE sql AS $$
   SELECT set_config('redis_primitives.ratelimit_clock_ms', (1000000000 + ms)::text, false)
 $$;
 SELECT count(rp_ratelimit_reset(k)) AS cleared
-FROM unnest('{log,win,gcra,cost,never,k}'::text[]) k;
+FROM unnest('{log,win,gcra,cost,never,k,named}'::text[]) k;
 
 -- ==== sliding_log: exact.  A unit admitted at t counts until t + 100000.
 -- Three admitted at t0, t0+20000, t0+40000: remaining counts down.
@@ -175,6 +175,12 @@ SET redis_primitives.ratelimit_on_error = 'allow';
 RESET ROLE;
 DROP ROLE regress_rl_user;
 
+-- ==== The SQL surface's argument names are part of the contract.
+SELECT pg_temp.at(0);
+SELECT * FROM rp_ratelimit_consume(key => 'named', max_requests => 2, window_ms => 100000,
+                                   algorithm => 'gcra', cost => 2);
+SELECT rp_ratelimit(key => 'named', max_requests => 2, window_ms => 100000, algorithm => 'gcra');
+
 RESET redis_primitives.ratelimit_clock_ms;
 SELECT count(rp_ratelimit_reset(k)) AS cleared
-FROM unnest('{log,win,gcra,cost,never,k}'::text[]) k;
+FROM unnest('{log,win,gcra,cost,never,k,named}'::text[]) k;
