@@ -236,6 +236,8 @@ rp_rl_try_eval(const RpScript *script, const RpArg *key, int nargs,
 			   const RpArg *argv, ErrorData **err)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
+	uint32		save_holdoff = InterruptHoldoffCount;
+	uint32		save_cancel_holdoff = QueryCancelHoldoffCount;
 	RpReply    *volatile r = NULL;
 
 	*err = NULL;
@@ -250,6 +252,9 @@ rp_rl_try_eval(const RpScript *script, const RpArg *key, int nargs,
 		MemoryContextSwitchTo(oldcxt);
 		*err = CopyErrorData();
 		FlushErrorState();
+		/* errfinish zeroed these before the longjmp: we carry on, so restore. */
+		InterruptHoldoffCount = save_holdoff;
+		QueryCancelHoldoffCount = save_cancel_holdoff;
 		r = NULL;
 	}
 	PG_END_TRY();
