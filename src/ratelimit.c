@@ -97,6 +97,7 @@ typedef struct RpRlResult
 {
 	bool		allowed;
 	bool		known;
+	bool		retry_known;	/* retry_after_ms is meaningful */
 	int64		remaining;
 	int64		retry_after_ms;
 	int64		reset_after_ms;
@@ -264,10 +265,11 @@ rp_rl_try_eval(const RpScript *script, const RpArg *key, int nargs,
 /*
  * Run the script of req.  Returns false, with *result filled in from
  * redis_primitives.ratelimit_on_error and a WARNING, when Redis could not be
- * reached and the setting is allow or deny.
+ * reached and the setting is allow or deny.  never: the request can never be
+ * admitted (cost > max_requests), so even allow answers false.
  */
 static bool
-rp_rl_eval(const RpRlRequest *req, int nargs, const RpArg *argv,
+rp_rl_eval(const RpRlRequest *req, int nargs, const RpArg *argv, bool never,
 		   RpReply **reply, RpRlResult *result)
 {
 	RpArg		key = rp_key(req->key, req->keylen, req->algorithm->suffix);
@@ -283,8 +285,10 @@ rp_rl_eval(const RpRlRequest *req, int nargs, const RpArg *argv,
 		return true;
 
 	memset(result, 0, sizeof(*result));
-	result->allowed = (rp_rl_on_error == RP_RL_ON_ERROR_ALLOW);
+	result->allowed = (rp_rl_on_error == RP_RL_ON_ERROR_ALLOW) && !never;
 	result->known = false;
+	result->retry_known = result->allowed || never;
+	result->retry_after_ms = never ? -1 : 0;
 	ereport(WARNING,
 			(errcode(edata->sqlerrcode),
 			 errmsg("Redis could not be reached: rate limit on \"%s\" %s by redis_primitives.ratelimit_on_error",
@@ -323,12 +327,13 @@ rp_rl_call(FunctionCallInfo fcinfo, bool consume, RpRlResult *result)
 	if (req.algorithm->script == &rp_script_ratelimit_sliding_log)
 		argv[nargs++] = consume ? rp_rl_member_id() : rp_arg_str("");
 
-	if (!rp_rl_eval(&req, nargs, argv, &r, result))
+	if (!rp_rl_eval(&req, nargs, argv, never, &r, result))
 		return;
 
 	if (r->type != RP_REPLY_ARRAY || r->nelem != 4)
 		elog(ERROR, "unexpected Redis reply for %s", req.algorithm->script->name);
 	result->known = true;
+	result->retry_known = true;
 	result->allowed = rp_reply_int(r->elem[0], req.algorithm->script->name) == 1;
 	result->remaining = rp_reply_int(r->elem[1], req.algorithm->script->name);
 	result->retry_after_ms = rp_reply_int(r->elem[2], req.algorithm->script->name);
@@ -355,9 +360,12 @@ rp_rl_record(FunctionCallInfo fcinfo, const RpRlResult *res)
 	values[3] = Int64GetDatum(res->reset_after_ms);
 	if (!res->known)
 	{
-		/* Answered by ratelimit_on_error: nothing is known but the answer. */
+		/*
+		 * Answered by ratelimit_on_error: only the answer is known, and the
+		 * retry when it follows from it (0 if allowed, -1 if never).
+		 */
 		nulls[1] = true;
-		nulls[2] = !res->allowed;
+		nulls[2] = !res->retry_known;
 		nulls[3] = true;
 	}
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));

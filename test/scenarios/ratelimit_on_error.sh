@@ -86,7 +86,9 @@ SET redis_primitives.ratelimit_on_error = allow;
 INSERT INTO answers SELECT 'allow-consume', * FROM rp_ratelimit_consume('oe', 5, 60000);
 INSERT INTO answers SELECT 'allow-peek', * FROM rp_ratelimit_peek('oe', 5, 60000, 1, 'gcra');
 SELECT 'allow-bool|' || rp_ratelimit('oe', 5, 60000, 1, 'sliding_window');
--- ... but an argument error is still an error, and reset is not a limiter.
+-- A request that can never be admitted is not admitted by fail-open either.
+INSERT INTO answers SELECT 'allow-never', * FROM rp_ratelimit_consume('oe', 5, 60000, 6);
+-- ... and an argument error is still an error, and reset is not a limiter.
 SELECT rp_ratelimit('oe', 5, 0);
 \echo allow-bad-window|:SQLSTATE
 SELECT rp_ratelimit_reset('oe');
@@ -137,7 +139,7 @@ check() {  # description expected actual
 	else echo "not ok $n - $1"; echo "#   expected '$2', got '$3'"; failed=1; fi
 }
 
-echo "1..15"
+echo "1..16"
 check "Redis up: a request is admitted" "true" "$(line up)"
 err=$(line error-mode)
 check "Redis stopped, on_error = error: the call fails with SQLSTATE class 08 (got $err)" "08" "${err:0:2}"
@@ -147,6 +149,8 @@ check "on_error = allow: peek is allowed too" "true|null|0|null" "$(line allow-p
 check "on_error = allow: rp_ratelimit returns true" "true" "$(line allow-bool)"
 check "on_error = allow: each of the 4 answers (3 here, the stall below) comes with a WARNING" "4" \
 	"$(grep -c 'WARNING:  Redis could not be reached: rate limit on "oe" allowed' "$WORK/out")"
+check "on_error = allow: cost > max_requests is still refused (retry -1)" \
+	"false|null|-1|null" "$(line allow-never)"
 check "on_error = allow: a bad argument is still 22023, not allowed" "22023" "$(line allow-bad-window)"
 check "naive fail-open (EXCEPTION WHEN OTHERS): the same bad argument is silently allowed" \
 	"true" "$(line naive-bad-window)"
@@ -154,7 +158,7 @@ err=$(line allow-reset)
 check "on_error = allow: rp_ratelimit_reset still raises the connection error (got $err)" "08" "${err:0:2}"
 check "on_error = deny: consume is denied; nothing but the answer is known (all NULL)" \
 	"false|null|null|null" "$(line deny-consume)"
-check "on_error = deny: rp_ratelimit returns false; both denials came with a WARNING" "false|2" \
+check "on_error = deny: rp_ratelimit returns false; the 2 denials (and the never above) came with a WARNING" "false|3" \
 	"$(line deny-bool)|$(grep -c 'WARNING:  Redis could not be reached: rate limit on "oe" denied' "$WORK/out")"
 check "Redis back: the same session gets a real answer (a fresh Redis: 4 remaining)" \
 	"true|4|0|60000" "$(line back)"
