@@ -37,7 +37,8 @@ $(EXTENSION)--$(EXT_VERSION).sql: $(SQL_PARTS)
 src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 	sh scripts/embed-lua.sh $(LUA) > $@
 
-$(OBJS): src/rp_scripts.h $(wildcard src/*.h)
+# The bitcode (.bc, for JIT inlining) is compiled from the same sources.
+$(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
 .PHONY: test demo bench

@@ -1,17 +1,423 @@
 /*-------------------------------------------------------------------------
  *
  * ratelimit.c
- *		Rate limiting: sliding_log, sliding_window and gcra (issue 4).
+ *		Rate limiting: rp_ratelimit, rp_ratelimit_consume, rp_ratelimit_peek
+ *		and rp_ratelimit_reset over three algorithms (sliding_log,
+ *		sliding_window, gcra), each one Lua script and one round trip.
  *
- * Not built yet: only the Init hook exists so _PG_init is complete.
+ * Before editing, know this: every decision is made inside the script, on
+ * Redis' own clock, so that concurrent callers cannot interleave between a
+ * count and a record.  This file only validates arguments (Lua numbers are
+ * doubles: nothing may reach a script that a double cannot hold exactly),
+ * builds the call, and applies redis_primitives.ratelimit_on_error, which
+ * may turn an unreachable Redis (SQLSTATE class 08, nothing else) into an
+ * answer.  The field semantics are documented in docs/ratelimit.md.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <errno.h>
+
+#include "access/htup_details.h"
+#include "common/pg_prng.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "conn.h"
+#include "lock.h"
 #include "redis_primitives.h"
+#include "rp_scripts.h"
+
+/*
+ * The scripts compute in integers scaled by window_ms, up to a few times
+ * max_requests * window_ms: keeping that product at or below 2^51 keeps every
+ * intermediate value below 2^53, where doubles are exact.
+ */
+#define RP_RL_MAX_PRODUCT	(INT64CONST(1) << 51)
+
+/* sliding_log keeps one sorted-set member per unit: bound one key's size. */
+#define RP_RL_LOG_MAX_REQUESTS	INT64CONST(100000)
+
+/* The largest pinned clock: far past any real time, far below 2^53. */
+#define RP_RL_MAX_CLOCK_MS	INT64CONST(1000000000000000)
+
+typedef enum RpRlOnError
+{
+	RP_RL_ON_ERROR_ERROR,
+	RP_RL_ON_ERROR_ALLOW,
+	RP_RL_ON_ERROR_DENY
+} RpRlOnError;
+
+static const struct config_enum_entry rp_rl_on_error_options[] = {
+	{"error", RP_RL_ON_ERROR_ERROR, false},
+	{"allow", RP_RL_ON_ERROR_ALLOW, false},
+	{"deny", RP_RL_ON_ERROR_DENY, false},
+	{NULL, 0, false}
+};
+
+/* Settings. */
+static int	rp_rl_on_error = RP_RL_ON_ERROR_ERROR;
+static char *rp_rl_clock_setting = NULL;
+static int64 rp_rl_clock_ms = 0;	/* parsed rp_rl_clock_setting; 0 = TIME */
+
+/* One algorithm: its name in SQL, its script, its key suffix. */
+typedef struct RpRlAlgorithm
+{
+	const char *name;
+	const RpScript *script;
+	const char *suffix;
+} RpRlAlgorithm;
+
+static const RpRlAlgorithm rp_rl_algorithms[] = {
+	{"sliding_log", &rp_script_ratelimit_sliding_log, "rl:sliding_log"},
+	{"sliding_window", &rp_script_ratelimit_sliding_window, "rl:sliding_window"},
+	{"gcra", &rp_script_ratelimit_gcra, "rl:gcra"},
+};
+
+#define RP_RL_NALGORITHMS	lengthof(rp_rl_algorithms)
+
+/* One call, validated. */
+typedef struct RpRlRequest
+{
+	const char *key;
+	size_t		keylen;
+	int64		max_requests;
+	int64		window_ms;
+	int64		cost;
+	const RpRlAlgorithm *algorithm;
+} RpRlRequest;
+
+/* What the script answered; known = false when ratelimit_on_error did. */
+typedef struct RpRlResult
+{
+	bool		allowed;
+	bool		known;
+	bool		retry_known;	/* retry_after_ms is meaningful */
+	int64		remaining;
+	int64		retry_after_ms;
+	int64		reset_after_ms;
+} RpRlResult;
+
+/* ------------------------------------------------------------------------
+ * Settings.
+ * ------------------------------------------------------------------------
+ */
+
+/* The pinned clock: "0" (off) or a whole number of ms up to the maximum. */
+static bool
+rp_rl_check_clock(char **newval, void **extra, GucSource source)
+{
+	const char *s = *newval ? *newval : "0";
+	char	   *end;
+	int64		v;
+	int64	   *parsed;
+
+	errno = 0;
+	v = strtoi64(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < 0 || v > RP_RL_MAX_CLOCK_MS)
+	{
+		GUC_check_errdetail("The value must be 0 or a whole number of milliseconds up to " INT64_FORMAT ".",
+							RP_RL_MAX_CLOCK_MS);
+		return false;
+	}
+	parsed = malloc(sizeof(int64));
+	if (parsed == NULL)
+		return false;
+	*parsed = v;
+	*extra = parsed;
+	return true;
+}
+
+static void
+rp_rl_assign_clock(const char *newval, void *extra)
+{
+	rp_rl_clock_ms = extra ? *(int64 *) extra : 0;
+}
 
 void
 rp_ratelimit_init(void)
 {
+	DefineCustomEnumVariable("redis_primitives.ratelimit_on_error",
+							 "What a rate limit answers when Redis cannot be reached: error, allow (fail open) or deny (fail closed).",
+							 "Only connection failures (SQLSTATE class 08) are answered this way, with a WARNING; "
+							 "cancellation, timeouts of the statement and argument errors are always raised.",
+							 &rp_rl_on_error, RP_RL_ON_ERROR_ERROR,
+							 rp_rl_on_error_options, PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomStringVariable("redis_primitives.ratelimit_clock_ms",
+							   "For tests only: a fixed time in milliseconds that the rate limiter uses instead of Redis' TIME; 0 uses TIME.",
+							   "Production never sets this: a pinned clock freezes every window.",
+							   &rp_rl_clock_setting, "0", PGC_SUSET, GUC_NOT_IN_SAMPLE,
+							   rp_rl_check_clock, rp_rl_assign_clock, NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * Arguments.
+ * ------------------------------------------------------------------------
+ */
+
+static const RpRlAlgorithm *
+rp_rl_algorithm(FunctionCallInfo fcinfo, int argno)
+{
+	char	   *name;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("algorithm must not be NULL")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	for (size_t i = 0; i < RP_RL_NALGORITHMS; i++)
+		if (strcmp(name, rp_rl_algorithms[i].name) == 0)
+			return &rp_rl_algorithms[i];
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown rate limit algorithm \"%s\"", name),
+			 errhint("Valid algorithms are sliding_log, sliding_window and gcra.")));
+	pg_unreachable();
+}
+
+static void
+rp_rl_args(FunctionCallInfo fcinfo, RpRlRequest *req)
+{
+	text	   *key = rp_arg_text(fcinfo, 0, "rate limit key");
+
+	req->key = VARDATA_ANY(key);
+	req->keylen = VARSIZE_ANY_EXHDR(key);
+	req->max_requests = rp_arg_int8(fcinfo, 1, "max_requests", 1, RP_RL_MAX_PRODUCT);
+	req->window_ms = rp_arg_int8(fcinfo, 2, "window_ms", 1, RP_MAX_TTL_MS);
+	req->cost = rp_arg_int8(fcinfo, 3, "cost", 1, PG_INT64_MAX);
+	req->algorithm = rp_rl_algorithm(fcinfo, 4);
+
+	if (req->max_requests > RP_RL_MAX_PRODUCT / req->window_ms)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_requests * window_ms must be at most " INT64_FORMAT
+						", got " INT64_FORMAT " * " INT64_FORMAT,
+						RP_RL_MAX_PRODUCT, req->max_requests, req->window_ms),
+				 errdetail("The limiter computes in exact integers inside Redis' Lua, whose numbers are doubles.")));
+	if (req->algorithm->script == &rp_script_ratelimit_sliding_log &&
+		req->max_requests > RP_RL_LOG_MAX_REQUESTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_requests must be at most " INT64_FORMAT " for sliding_log, got " INT64_FORMAT,
+						RP_RL_LOG_MAX_REQUESTS, req->max_requests),
+				 errdetail("sliding_log keeps one entry per admitted unit in Redis."),
+				 errhint("Use sliding_window or gcra, whose keys have a constant size.")));
+}
+
+/* ------------------------------------------------------------------------
+ * Talking to Redis.
+ * ------------------------------------------------------------------------
+ */
+
+/* A sorted-set member no other call can produce: pid, counter, random. */
+static RpArg
+rp_rl_member_id(void)
+{
+	static uint64 counter = 0;
+
+	return rp_arg_str(psprintf("%x.%llx.%08x", (unsigned) MyProcPid,
+							   (unsigned long long) ++counter,
+							   (unsigned) pg_prng_uint32(&pg_global_prng_state)));
+}
+
+/*
+ * Run the script, catching only what means "Redis could not be reached":
+ * SQLSTATE class 08.  Cancel, statement_timeout (57014), Redis' own error
+ * replies and everything else propagate untouched.  Returns NULL with *err
+ * set when a class-08 error was caught.
+ */
+static RpReply *
+rp_rl_try_eval(const RpScript *script, const RpArg *key, int nargs,
+			   const RpArg *argv, ErrorData **err)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	uint32		save_holdoff = InterruptHoldoffCount;
+	uint32		save_cancel_holdoff = QueryCancelHoldoffCount;
+	RpReply    *volatile r = NULL;
+
+	*err = NULL;
+	PG_TRY();
+	{
+		r = rp_eval(script, 1, key, nargs, argv);
+	}
+	PG_CATCH();
+	{
+		if (ERRCODE_TO_CATEGORY(geterrcode()) != ERRCODE_CONNECTION_EXCEPTION)
+			PG_RE_THROW();
+		MemoryContextSwitchTo(oldcxt);
+		*err = CopyErrorData();
+		FlushErrorState();
+		/* errfinish zeroed these before the longjmp: we carry on, so restore. */
+		InterruptHoldoffCount = save_holdoff;
+		QueryCancelHoldoffCount = save_cancel_holdoff;
+		r = NULL;
+	}
+	PG_END_TRY();
+	return r;
+}
+
+/*
+ * Run the script of req.  Returns false, with *result filled in from
+ * redis_primitives.ratelimit_on_error and a WARNING, when Redis could not be
+ * reached and the setting is allow or deny.  never: the request can never be
+ * admitted (cost > max_requests), so even allow answers false.
+ */
+static bool
+rp_rl_eval(const RpRlRequest *req, int nargs, const RpArg *argv, bool never,
+		   RpReply **reply, RpRlResult *result)
+{
+	RpArg		key = rp_key(req->key, req->keylen, req->algorithm->suffix);
+	ErrorData  *edata;
+
+	if (rp_rl_on_error == RP_RL_ON_ERROR_ERROR)
+	{
+		*reply = rp_eval(req->algorithm->script, 1, &key, nargs, argv);
+		return true;
+	}
+	*reply = rp_rl_try_eval(req->algorithm->script, &key, nargs, argv, &edata);
+	if (*reply != NULL)
+		return true;
+
+	memset(result, 0, sizeof(*result));
+	result->allowed = (rp_rl_on_error == RP_RL_ON_ERROR_ALLOW) && !never;
+	result->known = false;
+	result->retry_known = result->allowed || never;
+	result->retry_after_ms = never ? -1 : 0;
+	ereport(WARNING,
+			(errcode(edata->sqlerrcode),
+			 errmsg("Redis could not be reached: rate limit on \"%s\" %s by redis_primitives.ratelimit_on_error",
+					pnstrdup(req->key, req->keylen),
+					result->allowed ? "allowed" : "denied"),
+			 errdetail("The call failed with: %s%s%s", edata->message,
+					   edata->detail ? ". " : "", edata->detail ? edata->detail : "")));
+	FreeErrorData(edata);
+	return false;
+}
+
+/*
+ * One rate-limit call.  consume = false peeks.  A cost above max_requests can
+ * never be admitted: it records nothing, is answered from a peek (so the
+ * other fields describe the key as it is) and says so with retry_after_ms -1.
+ */
+static void
+rp_rl_call(FunctionCallInfo fcinfo, bool consume, RpRlResult *result)
+{
+	RpRlRequest req;
+	bool		never;
+	RpArg		argv[6];
+	int			nargs = 5;
+	RpReply    *r;
+
+	rp_rl_args(fcinfo, &req);
+	never = req.cost > req.max_requests;
+	if (never)
+		consume = false;
+
+	argv[0] = rp_arg_int(req.max_requests);
+	argv[1] = rp_arg_int(req.window_ms);
+	argv[2] = rp_arg_int(never ? req.max_requests : req.cost);
+	argv[3] = rp_arg_str(consume ? "1" : "0");
+	argv[4] = rp_arg_int(rp_rl_clock_ms);
+	if (req.algorithm->script == &rp_script_ratelimit_sliding_log)
+		argv[nargs++] = consume ? rp_rl_member_id() : rp_arg_str("");
+
+	if (!rp_rl_eval(&req, nargs, argv, never, &r, result))
+		return;
+
+	if (r->type != RP_REPLY_ARRAY || r->nelem != 4)
+		elog(ERROR, "unexpected Redis reply for %s", req.algorithm->script->name);
+	result->known = true;
+	result->retry_known = true;
+	result->allowed = rp_reply_int(r->elem[0], req.algorithm->script->name) == 1;
+	result->remaining = rp_reply_int(r->elem[1], req.algorithm->script->name);
+	result->retry_after_ms = rp_reply_int(r->elem[2], req.algorithm->script->name);
+	result->reset_after_ms = rp_reply_int(r->elem[3], req.algorithm->script->name);
+	if (never)
+	{
+		result->allowed = false;
+		result->retry_after_ms = -1;
+	}
+}
+
+static Datum
+rp_rl_record(FunctionCallInfo fcinfo, const RpRlResult *res)
+{
+	TupleDesc	tupdesc;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	values[0] = BoolGetDatum(res->allowed);
+	values[1] = Int64GetDatum(res->remaining);
+	values[2] = Int64GetDatum(res->retry_after_ms);
+	values[3] = Int64GetDatum(res->reset_after_ms);
+	if (!res->known)
+	{
+		/*
+		 * Answered by ratelimit_on_error: only the answer is known, and the
+		 * retry when it follows from it (0 if allowed, -1 if never).
+		 */
+		nulls[1] = true;
+		nulls[2] = !res->retry_known;
+		nulls[3] = true;
+	}
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
+}
+
+/* ------------------------------------------------------------------------
+ * SQL functions.
+ * ------------------------------------------------------------------------
+ */
+
+PG_FUNCTION_INFO_V1(rp_ratelimit);
+Datum
+rp_ratelimit(PG_FUNCTION_ARGS)
+{
+	RpRlResult	res;
+
+	rp_rl_call(fcinfo, true, &res);
+	PG_RETURN_BOOL(res.allowed);
+}
+
+PG_FUNCTION_INFO_V1(rp_ratelimit_consume);
+Datum
+rp_ratelimit_consume(PG_FUNCTION_ARGS)
+{
+	RpRlResult	res;
+
+	rp_rl_call(fcinfo, true, &res);
+	PG_RETURN_DATUM(rp_rl_record(fcinfo, &res));
+}
+
+PG_FUNCTION_INFO_V1(rp_ratelimit_peek);
+Datum
+rp_ratelimit_peek(PG_FUNCTION_ARGS)
+{
+	RpRlResult	res;
+
+	rp_rl_call(fcinfo, false, &res);
+	PG_RETURN_DATUM(rp_rl_record(fcinfo, &res));
+}
+
+/* Delete the key of every algorithm; true if any existed. */
+PG_FUNCTION_INFO_V1(rp_ratelimit_reset);
+Datum
+rp_ratelimit_reset(PG_FUNCTION_ARGS)
+{
+	text	   *key = rp_arg_text(fcinfo, 0, "rate limit key");
+	RpArg		keys[RP_RL_NALGORITHMS];
+
+	for (size_t i = 0; i < RP_RL_NALGORITHMS; i++)
+		keys[i] = rp_key(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
+						 rp_rl_algorithms[i].suffix);
+	PG_RETURN_BOOL(rp_reply_int(rp_eval(&rp_script_ratelimit_reset,
+										RP_RL_NALGORITHMS, keys, 0, NULL),
+								"ratelimit_reset") > 0);
 }

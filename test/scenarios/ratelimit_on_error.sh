@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# test/scenarios/ratelimit_on_error.sh -- redis_primitives.ratelimit_on_error
+# with Redis stopped, stalled and restarted.
+#
+# When Redis cannot be reached, the caller chooses what a limiter means:
+# error (default), allow (fail open) or deny (fail closed), with a WARNING.
+# Only "cannot be reached" (SQLSTATE class 08) is answered that way: a
+# cancelled statement (57014) and an argument error (22023) must still be
+# raised.  The naive fail-open -- a PL/pgSQL wrapper with EXCEPTION WHEN
+# OTHERS THEN RETURN true -- is shown turning a caller's bug into "allowed".
+#
+# A private Redis is started on a free port for this script, used by one
+# psql session as superuser (SET redis_primitives.port), shut down in the
+# middle of the session, stalled with CLIENT PAUSE, and started again.
+# Run by scripts/test.sh (prove) with PGHOST, PGPORT, PGUSER, REDIS_PORT set.
+set -uo pipefail
+: "${PGHOST:?}" "${PGPORT:?}" "${PGUSER:?}" "${REDIS_PORT:?}"
+export PGDATABASE=rp_test
+WORK=$(mktemp -d /tmp/rl_on_error.XXXXXX)
+chmod 755 "$WORK"
+
+free_port() {
+	local p
+	while :; do
+		p=$(( 20000 + RANDOM % 20000 ))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+	done
+}
+PORT=$(free_port)
+
+# Start (or restart) the private Redis and wait for it to answer.
+cat > "$WORK/start-redis" <<EOF
+#!/bin/sh
+redis-server --port $PORT --bind 127.0.0.1 --save '' --appendonly no \
+	--daemonize yes --dir $WORK \
+	--pidfile $WORK/redis.pid --logfile $WORK/redis.log
+for i in \$(seq 100); do redis-cli -p $PORT ping >/dev/null 2>&1 && exit 0; sleep 0.05; done
+exit 1
+EOF
+# Stop it and wait until the port is closed.
+cat > "$WORK/stop-redis" <<EOF
+#!/bin/sh
+redis-cli -p $PORT shutdown nosave >/dev/null 2>&1
+for i in \$(seq 100); do redis-cli -p $PORT ping >/dev/null 2>&1 || exit 0; sleep 0.05; done
+exit 1
+EOF
+chmod +x "$WORK/start-redis" "$WORK/stop-redis"
+
+cleanup() {
+	local pid
+	pid=$(cat "$WORK/redis.pid" 2>/dev/null) && kill -9 "$pid" 2>/dev/null
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$WORK/start-redis" || { echo "1..0 # SKIP could not start a private Redis"; exit 0; }
+
+# \! runs a shell without psql's variable interpolation: pass what it needs in
+# the environment.
+RL_WORK=$WORK RL_PORT=$PORT psql -X -At -v port="$PORT" > "$WORK/out" 2>&1 <<'SQL'
+SET client_min_messages = warning;
+SET redis_primitives.port = :port;
+SET redis_primitives.connect_timeout = 500;
+SET redis_primitives.command_timeout = 1000;
+CREATE TEMP TABLE answers (step text, allowed boolean, remaining bigint, retry_after_ms bigint, reset_after_ms bigint);
+
+-- The naive fail-open: catch everything, answer true.
+CREATE FUNCTION pg_temp.naive_fail_open(key text, max_requests bigint, window_ms bigint)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN rp_ratelimit(key, max_requests, window_ms);
+EXCEPTION WHEN OTHERS THEN
+  RETURN true;
+END $$;
+
+SELECT 'up|' || rp_ratelimit('oe', 5, 60000);
+
+\! "$RL_WORK/stop-redis"
+
+-- error (default): the failure is raised.
+SELECT rp_ratelimit('oe', 5, 60000);
+\echo error-mode|:SQLSTATE
+
+-- allow: fail open, with a WARNING; only the answer is known.
+SET redis_primitives.ratelimit_on_error = allow;
+INSERT INTO answers SELECT 'allow-consume', * FROM rp_ratelimit_consume('oe', 5, 60000);
+INSERT INTO answers SELECT 'allow-peek', * FROM rp_ratelimit_peek('oe', 5, 60000, 1, 'gcra');
+SELECT 'allow-bool|' || rp_ratelimit('oe', 5, 60000, 1, 'sliding_window');
+-- A request that can never be admitted is not admitted by fail-open either.
+INSERT INTO answers SELECT 'allow-never', * FROM rp_ratelimit_consume('oe', 5, 60000, 6);
+-- ... and an argument error is still an error, and reset is not a limiter.
+SELECT rp_ratelimit('oe', 5, 0);
+\echo allow-bad-window|:SQLSTATE
+SELECT rp_ratelimit_reset('oe');
+\echo allow-reset|:SQLSTATE
+-- The naive fail-open hides the same bug.
+SELECT 'naive-bad-window|' || pg_temp.naive_fail_open('oe', 5, 0);
+
+-- deny: fail closed, with a WARNING.
+SET redis_primitives.ratelimit_on_error = deny;
+INSERT INTO answers SELECT 'deny-consume', * FROM rp_ratelimit_consume('oe', 5, 60000);
+SELECT 'deny-bool|' || rp_ratelimit('oe', 5, 60000, 1, 'gcra');
+
+-- Redis is back: the same session gets real answers again.
+\! "$RL_WORK/start-redis"
+INSERT INTO answers SELECT 'back', * FROM rp_ratelimit_consume('oe', 5, 60000);
+
+-- Redis stalls past command_timeout: 08006, answered by allow.  CLIENT PAUSE
+-- is in force when redis-cli returns, so there is no race with the call.
+SET redis_primitives.ratelimit_on_error = allow;
+SET redis_primitives.command_timeout = 300;
+\! redis-cli -p "$RL_PORT" client pause 3000 all >/dev/null
+INSERT INTO answers SELECT 'stall', * FROM rp_ratelimit_consume('oe', 5, 60000);
+\! sleep 3.1
+
+-- Redis stalls and the statement is cancelled by statement_timeout first:
+-- 57014 is raised, never turned into "allowed".
+SET redis_primitives.command_timeout = 5000;
+SET statement_timeout = 300;
+\! redis-cli -p "$RL_PORT" client pause 3000 all >/dev/null
+SELECT rp_ratelimit('oe', 5, 60000);
+\echo stall-cancel|:SQLSTATE
+RESET statement_timeout;
+\! sleep 3.1
+SELECT 'after-stall|' || rp_ratelimit('oe', 5, 60000);
+
+SELECT step || '|' || allowed || '|' || coalesce(remaining::text, 'null') || '|' ||
+       coalesce(retry_after_ms::text, 'null') || '|' || coalesce(reset_after_ms::text, 'null')
+FROM answers;
+SQL
+
+# line STEP: the output line for a step, without its "STEP|" prefix.
+line() { grep -m1 "^$1|" "$WORK/out" | cut -d'|' -f2-; }
+
+n=0 failed=0
+check() {  # description expected actual
+	n=$((n + 1))
+	if [ "$2" = "$3" ]; then echo "ok $n - $1"
+	else echo "not ok $n - $1"; echo "#   expected '$2', got '$3'"; failed=1; fi
+}
+
+echo "1..16"
+check "Redis up: a request is admitted" "true" "$(line up)"
+err=$(line error-mode)
+check "Redis stopped, on_error = error: the call fails with SQLSTATE class 08 (got $err)" "08" "${err:0:2}"
+check "on_error = allow: consume is allowed; remaining, reset_after_ms unknown (NULL), retry_after_ms 0" \
+	"true|null|0|null" "$(line allow-consume)"
+check "on_error = allow: peek is allowed too" "true|null|0|null" "$(line allow-peek)"
+check "on_error = allow: rp_ratelimit returns true" "true" "$(line allow-bool)"
+check "on_error = allow: each of the 4 answers (3 here, the stall below) comes with a WARNING" "4" \
+	"$(grep -c 'WARNING:  Redis could not be reached: rate limit on "oe" allowed' "$WORK/out")"
+check "on_error = allow: cost > max_requests is still refused (retry -1)" \
+	"false|null|-1|null" "$(line allow-never)"
+check "on_error = allow: a bad argument is still 22023, not allowed" "22023" "$(line allow-bad-window)"
+check "naive fail-open (EXCEPTION WHEN OTHERS): the same bad argument is silently allowed" \
+	"true" "$(line naive-bad-window)"
+err=$(line allow-reset)
+check "on_error = allow: rp_ratelimit_reset still raises the connection error (got $err)" "08" "${err:0:2}"
+check "on_error = deny: consume is denied; nothing but the answer is known (all NULL)" \
+	"false|null|null|null" "$(line deny-consume)"
+check "on_error = deny: rp_ratelimit returns false; the 2 denials (and the never above) came with a WARNING" "false|3" \
+	"$(line deny-bool)|$(grep -c 'WARNING:  Redis could not be reached: rate limit on "oe" denied' "$WORK/out")"
+check "Redis back: the same session gets a real answer (a fresh Redis: 4 remaining)" \
+	"true|4|0|60000" "$(line back)"
+check "Redis stalled past command_timeout (08006): answered by allow" "true|null|0|null" "$(line stall)"
+check "Redis stalled and statement_timeout fires: 57014 is raised even with on_error = allow" \
+	"57014" "$(line stall-cancel)"
+check "after the stall, the session reconnects and answers from Redis" "true" "$(line after-stall)"
+
+if [ "$failed" -ne 0 ]; then
+	echo "# session output:"; sed 's/^/#   /' "$WORK/out"
+fi
