@@ -30,6 +30,7 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -306,6 +307,46 @@ rp_step_down(RpElectionState *s, const char *reason)
 			 errdetail("Reason: %s.", reason)));
 }
 
+/*
+ * rp_eval with a deadline of its own, returning NULL and *err instead of
+ * throwing (a background worker has no error handler: an ERROR would be
+ * FATAL).  Not rp_eval_quiet: that one is for exit paths, and after a
+ * caught ERROR its RESUME_INTERRUPTS undoes a holdoff that errfinish has
+ * already reset, which a process that keeps running must not inherit.
+ * command_timeout is what rp_eval waits for; it is lowered for this one call.
+ */
+static RpReply *
+rp_elector_eval(const RpScript *script, int nkeys, const RpArg *keys,
+				int nargs, const RpArg *argv, int timeout_ms, char **err)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	int			saved_timeout = rp_command_timeout_ms;
+	RpReply    *volatile reply = NULL;
+
+	*err = NULL;
+	rp_command_timeout_ms = Max(Min(timeout_ms, saved_timeout), 1);
+	PG_TRY();
+	{
+		reply = rp_eval(script, nkeys, keys, nargs, argv);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		*err = edata->detail ?
+			psprintf("%s: %s", edata->message, edata->detail) :
+			pstrdup(edata->message);
+		FreeErrorData(edata);
+		reply = NULL;
+	}
+	PG_END_TRY();
+	rp_command_timeout_ms = saved_timeout;
+	return reply;
+}
+
 /* Resign one held election in Redis; quiet, bounded, never throws. */
 static void
 rp_resign(RpElectionState *s, const char *reason)
@@ -324,8 +365,8 @@ rp_resign(RpElectionState *s, const char *reason)
 	s->valid_until_us = 0;
 	s->valid_until = 0;
 	rp_publish();
-	r = rp_eval_quiet(&rp_script_election_resign, 1, keys, 2, argv,
-					  Min(rp_command_timeout_ms, RP_RESIGN_TIMEOUT_MS), &err);
+	r = rp_elector_eval(&rp_script_election_resign, 1, keys, 2, argv,
+						RP_RESIGN_TIMEOUT_MS, &err);
 	if (r == NULL)
 		ereport(WARNING,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -431,9 +472,8 @@ rp_campaign_once(RpElectionState *s)
 	 */
 	sent_us = rp_elector_clock_us();
 	sent = GetCurrentTimestamp();
-	r = rp_eval_quiet(&rp_script_election_campaign, 2, keys, 2, argv,
-					  (int) Max(Min((int64) rp_command_timeout_ms, believe), 1),
-					  &err);
+	r = rp_elector_eval(&rp_script_election_campaign, 2, keys, 2, argv,
+						(int) Max(Min(believe, (int64) INT_MAX), 1), &err);
 	if (r == NULL)
 	{
 		rp_set_error(s, err);
@@ -549,15 +589,20 @@ rp_elector_main(Datum main_arg)
 			now_us = rp_elector_clock_us();
 		}
 
-		wait_ms = rp_nmine > 0 ? (long) ((next_us - now_us + 999) / 1000) : -1;
-		if (wait_ms != 0)
+		/*
+		 * With no elections, sleep until a reload.  Otherwise until the next
+		 * tick; a round that overran it (Redis slow to answer) is followed
+		 * by the next one at once.
+		 */
+		wait_ms = (long) ((next_us - now_us + 999) / 1000);
+		if (rp_nmine == 0 || wait_ms > 0)
 		{
 			int			rc;
 
 			rc = WaitLatch(MyLatch,
 						   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
-						   (wait_ms > 0 ? WL_TIMEOUT : 0),
-						   Max(wait_ms, 0), PG_WAIT_EXTENSION);
+						   (rp_nmine > 0 ? WL_TIMEOUT : 0),
+						   rp_nmine > 0 ? wait_ms : -1, PG_WAIT_EXTENSION);
 			if (rc & WL_LATCH_SET)
 				ResetLatch(MyLatch);
 		}
