@@ -294,7 +294,12 @@ static void
 rp_step_down(RpElectionState *s, const char *reason)
 {
 	int64		epoch = s->epoch;
+	char	   *why = pstrdup(reason);
+	size_t		len = strlen(why);
 
+	/* Reasons may quote a message that ends in a period: the detail adds one. */
+	while (len > 0 && why[len - 1] == '.')
+		why[--len] = '\0';
 	s->valid_until_us = 0;
 	s->valid_until = 0;
 	s->leading = false;
@@ -304,7 +309,7 @@ rp_step_down(RpElectionState *s, const char *reason)
 			(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
 			 errmsg("redis_primitives elector: stepped down from \"%s\" (epoch " INT64_FORMAT ")",
 					s->name, epoch),
-			 errdetail("Reason: %s.", reason)));
+			 errdetail("Reason: %s.", why)));
 }
 
 /*
