@@ -158,8 +158,10 @@ sample_start() {
 # Stats of one run, relative to t0 (epoch ms); prints "name=value" lines.
 # A window is the sum, over samples where the condition holds, of the time to
 # the next sample; *_after: ms from t0 to the first sample after it with the
-# condition (-1: never).
-sample_stats() {  # run t0
+# condition (-1: never); a_last_true: ms from t0 to the last sample before
+# t_end at which node a still said is_leader (a gap in the sampling can only
+# make it earlier, never later: it is the sound bound to assert on).
+sample_stats() {  # run t0 t_end
 	osql "
 	CREATE TEMP VIEW s AS
 	  SELECT *, lead(t_ms) OVER (ORDER BY t_ms) - t_ms AS dt
@@ -172,6 +174,7 @@ sample_stats() {  # run t0
 	UNION ALL SELECT 'elector_window=' || round(coalesce(sum(dt) FILTER (WHERE a_leader AND b_leader), 0)::numeric) FROM s
 	UNION ALL SELECT 'naive_window=' || round(coalesce(sum(dt) FILTER (WHERE a_state = 'leader' AND b_state = 'leader'), 0)::numeric) FROM s
 	UNION ALL SELECT 'a_leader_before=' || count(*) FILTER (WHERE a_leader AND t_ms < $2) FROM s
+	UNION ALL SELECT 'a_last_true=' || coalesce(round((max(t_ms) - $2)::numeric), -1) FROM s WHERE t_ms >= $2 AND t_ms < $3 AND a_leader
 	UNION ALL SELECT 'a_believed_after=' || coalesce(round((min(t_ms) - $2)::numeric), -1) FROM s WHERE t_ms >= $2 AND NOT a_leader
 	UNION ALL SELECT 'a_flag_after=' || coalesce(round((min(t_ms) - $2)::numeric), -1) FROM s WHERE t_ms >= $2 AND a_state <> 'leader'
 	UNION ALL SELECT 'b_leads_after=' || coalesce(round((min(t_ms) - $2)::numeric), -1) FROM s WHERE t_ms >= $2 AND b_leader"
