@@ -59,11 +59,23 @@ osql() {  # on the observer
 	psql -X -q -At -v ON_ERROR_STOP=1 -d "$OBS" -c "$1"
 }
 
-# Start node name; install the extension and a poller in its database.
+# Start node name (again, if it was stopped); install the extension and a
+# poller in its database.  A first start retries on another port: another
+# test run on this machine may take the free port found between probe and
+# bind.
 start_node() {
-	local name=$1
-	[ -n "${NODE_PORT[$name]:-}" ] || { NODE_PORT[$name]=$(rp_free_port); NODES+=("$name"); }
-	rp_start_pg "$name" "${NODE_PORT[$name]}" "$(node_conf "$name")" || return 1
+	local name=$1 try
+	if [ -d "$RP_TMP/$name" ]; then
+		rp_as_pg pg_ctl -D "$RP_TMP/$name" -l "$RP_TMP/$name.log" -w start >/dev/null || return 1
+	else
+		NODES+=("$name")
+		for try in 1 2 3; do
+			NODE_PORT[$name]=$(rp_free_port)
+			rp_start_pg "$name" "${NODE_PORT[$name]}" "$(node_conf "$name")" && break
+			rm -rf "${RP_TMP:?}/$name"
+			[ "$try" -eq 3 ] && return 1
+		done
+	fi
 	nsql "$name" "
 	CREATE EXTENSION IF NOT EXISTS redis_primitives;
 	-- Poll rp_is_leader every 2 ms until it equals want; the wall-clock ms

@@ -50,8 +50,8 @@ fw_a=$(osql "SELECT rp_fenced_write('job-output', '\"n1\"', $epoch_a)")
 t_w=$(now_ms)
 rest=$(awk -v s="$STALL" -v a="$t0" -v b="$(now_ms)" 'BEGIN { r = s - (b - a) / 1000; print (r > 0 ? r : 0) }')
 sleep "$rest"
+t_cont=$(now_ms)    # read before the thaw: nothing after it is "during the stall"
 kill -CONT "$pid"
-t_cont=$(now_ms)
 wait $SAMPLER
 
 ok $([ -n "$t_b" ]; echo $?) "n2 is elected while n1's elector is frozen"
@@ -91,8 +91,8 @@ sleep 0.5
 t0=$(now_ms)
 kill -STOP "$redis_pid"
 sleep "$STALL"
-kill -CONT "$redis_pid"
 t_cont=$(now_ms)
+kill -CONT "$redis_pid"
 wait $SAMPLER
 while IFS='=' read -r k v; do S[$k]=$v; done < <(sample_stats redis "$t0" "$t_cont")
 diag "Redis stall: ${S[n]} sample pairs, max gap ${S[max_gap]} ms"
