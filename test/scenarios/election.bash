@@ -38,8 +38,13 @@ diag() { echo "# $*"; }
 now_ms() { date +%s%3N; }
 
 # ---- nodes ---------------------------------------------------------------
+# A node "n1" of election_failover.sh lives in $RP_TMP/election_failover-n1
+# (log: the same name + .log): scenario files share $RP_TMP.
 declare -A NODE_PORT
 NODES=()
+SCEN=$(basename "$0" .sh)
+ndir() { echo "$SCEN-$1"; }
+nlog() { echo "$RP_TMP/$SCEN-$1.log"; }
 
 node_conf() {  # node_id
 	cat <<CONF
@@ -65,14 +70,14 @@ osql() {  # on the observer
 # bind.
 start_node() {
 	local name=$1 try
-	if [ -d "$RP_TMP/$name" ]; then
-		rp_as_pg pg_ctl -D "$RP_TMP/$name" -l "$RP_TMP/$name.log" -w start >/dev/null || return 1
+	if [ -d "$RP_TMP/$(ndir "$name")" ]; then
+		rp_as_pg pg_ctl -D "$RP_TMP/$(ndir "$name")" -l "$(nlog "$name")" -w start >/dev/null || return 1
 	else
 		NODES+=("$name")
 		for try in 1 2 3; do
 			NODE_PORT[$name]=$(rp_free_port)
-			rp_start_pg "$name" "${NODE_PORT[$name]}" "$(node_conf "$name")" && break
-			rm -rf "${RP_TMP:?}/$name"
+			rp_start_pg "$(ndir "$name")" "${NODE_PORT[$name]}" "$(node_conf "$name")" && break
+			rm -rf "${RP_TMP:?}/$(ndir "$name")"
 			[ "$try" -eq 3 ] && return 1
 		done
 	fi
@@ -96,12 +101,15 @@ start_node() {
 
 stop_nodes() {
 	local n
-	for n in "${NODES[@]}"; do rp_stop_pg "$n" immediate; done
+	for n in "${NODES[@]}"; do
+		rp_stop_pg "$(ndir "$n")" immediate
+		rm -rf "${RP_TMP:?}/$(ndir "$n")"
+	done
 	psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $OBS WITH (FORCE)" >/dev/null 2>&1
 }
 
 elector_pid() {  # node -> pid of its background elector
-	local pm; pm=$(head -1 "$RP_TMP/$1/postmaster.pid")
+	local pm; pm=$(head -1 "$RP_TMP/$(ndir "$1")/postmaster.pid")
 	pgrep -P "$pm" -f 'redis_primitives elector'
 }
 

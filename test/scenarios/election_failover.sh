@@ -28,16 +28,16 @@ nsql n2 "SELECT wait_leader(true, 5000)" >"$RP_TMP/h1.out" &
 waiter=$!
 sleep 0.3
 t0=$(now_ms)
-rp_stop_pg n1 fast
+rp_stop_pg "$(ndir n1)" fast
 wait $waiter
 t1=$(cut -d. -f1 "$RP_TMP/h1.out")
 handover=${t1:+$(( t1 - t0 ))}
 ok $([ -n "$t1" ]; echo $?) "n2 takes over when n1 stops"
 diag "handover (leader's server stopped) $handover ms (reference: 27 ms)"
 cmp "$handover" "<" 1000 "handover within a few renew intervals ($RENEW ms), not a lease later"
-grep -q 'stepped down from "job".*' "$RP_TMP/n1.log" && grep -q 'the server is shutting down' "$RP_TMP/n1.log"
+grep -q 'stepped down from "job".*' "$(nlog n1)" && grep -q 'the server is shutting down' "$(nlog n1)"
 ok $? "n1 logged that it stepped down because the server was shutting down"
-grep -q 'could not resign' "$RP_TMP/n1.log"
+grep -q 'could not resign' "$(nlog n1)"
 ok $([ $? -ne 0 ]; echo $?) "n1 resigned in Redis (no 'could not resign' warning)"
 
 # ---- clean handover: the leader drops the election on reload -------------
