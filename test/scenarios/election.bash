@@ -97,6 +97,18 @@ start_node() {
 	  END LOOP;
 	  RETURN NULL;
 	END \$\$;" >/dev/null
+	wait_row "$name"
+}
+
+# Wait until node's elector publishes the election (it starts a moment after
+# the server accepts connections, and after a reload).
+wait_row() {  # node
+	local i
+	for i in $(seq 250); do
+		[ "$(nsql "$1" "SELECT count(*) FROM rp_elections() WHERE name = '$ELECTION'" 2>/dev/null)" = 1 ] && return 0
+		sleep 0.02
+	done
+	return 1
 }
 
 stop_nodes() {

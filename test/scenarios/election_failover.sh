@@ -58,7 +58,8 @@ err=$(nsql n2 "SELECT rp_is_leader('$ELECTION')" 2>&1)
 [[ "$err" == *'is not run by this server'* ]]
 ok $? "n2's rp_is_leader('$ELECTION') is now an error, not false"
 nsql n2 "ALTER SYSTEM RESET redis_primitives.elections" && nsql n2 "SELECT pg_reload_conf()" >/dev/null
-sleep 0.5
+wait_row n2
+sleep 0.3
 is "$(nsql n2 "SELECT state || ' ' || is_leader FROM rp_elections()")" "follower false" \
 	"n2 runs the election again after the reload, as a follower"
 
