@@ -51,7 +51,9 @@ rp_as_pg() {
 rp_free_port() {
 	local p
 	while :; do
-		p=$(( 20000 + RANDOM % 20000 ))
+		# below 32768, where Linux hands out ephemeral ports: a client
+		# socket bound there passes the probe yet makes listen() fail
+		p=$(( 20000 + RANDOM % 12000 ))
 		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
 	done
 }
@@ -79,8 +81,10 @@ rp_stop_redis() {  # port
 
 rp_stop_servers() {
 	[ -n "${RP_TMP:-}" ] && [ -d "$RP_TMP" ] || return 0
-	[ -f "$RP_TMP/pg/postmaster.pid" ] && rp_as_pg pg_ctl -D "$RP_TMP/pg" -m immediate stop >/dev/null 2>&1
 	local f
+	for f in "$RP_TMP"/*/postmaster.pid; do
+		[ -f "$f" ] && rp_as_pg pg_ctl -D "$(dirname "$f")" -m immediate stop >/dev/null 2>&1
+	done
 	for f in "$RP_TMP"/redis-*.pid; do
 		[ -f "$f" ] || continue
 		local pid; pid=$(cat "$f"); kill -CONT "$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null
@@ -101,9 +105,17 @@ rp_start_servers() {
 	export PGPORT=$(rp_free_port)
 	export PGHOST=$RP_TMP PGUSER=postgres PGDATABASE=postgres
 	rp_start_redis "$REDIS_PORT"
-	rp_as_pg initdb -D "$RP_TMP/pg" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >/dev/null
-	cat >> "$RP_TMP/pg/postgresql.conf" <<CONF
-port = $PGPORT
+	rp_start_pg pg "$PGPORT" "${RP_EXTRA_CONF:-}"
+}
+
+# Start one more PostgreSQL server under $RP_TMP/NAME (e.g. a second node for
+# election tests), configured like the main one plus extra conf lines; it is
+# stopped by rp_stop_pg NAME, or at the latest by rp_stop_servers.
+rp_start_pg() {  # name port [extra conf lines]
+	local dir=$RP_TMP/$1 port=$2
+	rp_as_pg initdb -D "$dir" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >/dev/null
+	cat >> "$dir/postgresql.conf" <<CONF
+port = $port
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$RP_TMP'
 max_connections = 250
@@ -113,12 +125,18 @@ full_page_writes = off
 shared_buffers = 128MB
 logging_collector = off
 log_min_messages = warning
+shared_preload_libraries = 'redis_primitives'
 redis_primitives.host = '127.0.0.1'
 redis_primitives.port = $REDIS_PORT
 redis_primitives.connect_timeout = 1000
 redis_primitives.command_timeout = 1000
-${RP_EXTRA_CONF:-}
+${3:-}
 CONF
-	rp_as_pg pg_ctl -D "$RP_TMP/pg" -l "$RP_TMP/pg.log" -w start >/dev/null || {
-		cat "$RP_TMP/pg.log" >&2; return 1; }
+	rp_as_pg pg_ctl -D "$dir" -l "$RP_TMP/$1.log" -w start >/dev/null || {
+		cat "$RP_TMP/$1.log" >&2; return 1; }
+}
+
+rp_stop_pg() {  # name [mode]
+	[ -f "$RP_TMP/$1/postmaster.pid" ] || return 0
+	rp_as_pg pg_ctl -D "$RP_TMP/$1" -m "${2:-fast}" -w stop >/dev/null 2>&1
 }

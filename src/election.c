@@ -1,17 +1,287 @@
 /*-------------------------------------------------------------------------
  *
  * election.c
- *		Leader election: SQL functions and the background elector (issue 5).
+ *		Leader election: the settings, and the SQL functions rp_campaign,
+ *		rp_resign, rp_is_leader(name, node_id), rp_leader (each one Lua
+ *		script, one round trip), rp_is_leader(name) and rp_elections (which
+ *		read the background elector's shared memory, no round trip).
  *
- * Not built yet: only the Init hook exists so _PG_init is complete.
+ * Keys of an election "name":
+ *   <prefix>{name}:leader  a hash {node = node_id, epoch = N} with the lease
+ *                          as its PX expiry
+ *   <prefix>{name}:fence   the fence counter, the same one the lease lock of
+ *                          "name" draws its tokens from
+ * so an epoch is a fence token: rp_fenced_write and rp_fence_guard refuse a
+ * deposed leader's epoch with no extra machinery, and an epoch can never
+ * equal a lock token issued for the same name.
+ *
+ * Before editing, know this: rp_is_leader(name, node_id) asks Redis *now*
+ * and is stale the moment it returns; rp_is_leader(name) is the elector's
+ * belief, bounded by a deadline computed from when its renewal was sent
+ * (see elector.c).  Neither replaces the epoch on every side effect.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <limits.h>
+
+#include "access/htup_details.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+
+#include "conn.h"
+#include "elector.h"
+#include "lock.h"
 #include "redis_primitives.h"
+#include "rp_scripts.h"
+
+/* Settings.  All PGC_SUSET; the elector reads them at start and on SIGHUP. */
+char	   *rp_node_id = NULL;
+char	   *rp_elections = NULL;
+int			rp_election_lease_ms = 10000;
+int			rp_election_renew_ms = 3000;
+int			rp_election_margin_ms = 1000;
+
+static bool
+rp_check_elections(char **newval, void **extra, GucSource source)
+{
+	List	   *names;
+	char	   *why;
+
+	if (!rp_elector_parse_list(*newval, &names, &why))
+	{
+		GUC_check_errdetail("%s", why);
+		return false;
+	}
+	list_free_deep(names);
+	return true;
+}
+
+static bool
+rp_check_node_id(char **newval, void **extra, GucSource source)
+{
+	if (*newval && strlen(*newval) >= RP_NODE_ID_MAX)
+	{
+		GUC_check_errdetail("redis_primitives.node_id is limited to %d bytes.",
+							RP_NODE_ID_MAX - 1);
+		return false;
+	}
+	return true;
+}
 
 void
 rp_election_init(void)
 {
+	DefineCustomStringVariable("redis_primitives.node_id",
+							   "Name under which this server's background elector campaigns.",
+							   "Empty means cluster_name when it is set, else \"<host name>:<port>\".  Every server must use a different one.",
+							   &rp_node_id, "", PGC_SUSET, 0,
+							   rp_check_node_id, NULL, NULL);
+	DefineCustomStringVariable("redis_primitives.elections",
+							   "Comma-separated names of the elections the background elector campaigns for.",
+							   "Needs redis_primitives in shared_preload_libraries; takes effect on reload.",
+							   &rp_elections, "", PGC_SUSET, GUC_LIST_INPUT,
+							   rp_check_elections, NULL, NULL);
+	DefineCustomIntVariable("redis_primitives.election_lease",
+							"Lease the background elector takes or renews in Redis.",
+							"Another node can take over this long after the last renewal reached Redis.",
+							&rp_election_lease_ms, 10000, 10, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("redis_primitives.election_renew",
+							"Interval between two campaigns (renewals) of the background elector.",
+							"Keep it well under election_lease minus election_margin, about a third of the lease.",
+							&rp_election_renew_ms, 3000, 1, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("redis_primitives.election_margin",
+							"Time by which this server stops believing it leads before its lease can expire in Redis.",
+							"rp_is_leader(name) is true until (time the renewal was sent) + election_lease - election_margin.  The margin absorbs clock rate differences between this machine and Redis and the time a reader takes to act.",
+							&rp_election_margin_ms, 1000, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	rp_elector_init();
+}
+
+/* ------------------------------------------------------------------------
+ * SQL functions that ask Redis.
+ * ------------------------------------------------------------------------
+ */
+
+/* rp_campaign(name, node_id, lease_ms) -> epoch, or NULL when another leads */
+PG_FUNCTION_INFO_V1(rp_campaign);
+Datum
+rp_campaign(PG_FUNCTION_ARGS)
+{
+	text	   *name = rp_arg_text(fcinfo, 0, "election name");
+	text	   *node = rp_arg_text(fcinfo, 1, "node_id");
+	int64		lease_ms = rp_arg_int8(fcinfo, 2, "lease_ms", 1, RP_MAX_TTL_MS);
+	RpArg		keys[2];
+	RpArg		argv[2];
+	RpReply    *r;
+
+	keys[0] = rp_key(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), "leader");
+	keys[1] = rp_key(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), "fence");
+	argv[0].data = VARDATA_ANY(node);
+	argv[0].len = VARSIZE_ANY_EXHDR(node);
+	argv[1] = rp_arg_int(lease_ms);
+	r = rp_eval(&rp_script_election_campaign, 2, keys, 2, argv);
+	if (r->type != RP_REPLY_STRING)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(pg_strtoint64(r->str));
+}
+
+/* rp_resign(name, node_id) -> true when node_id led and no longer does */
+PG_FUNCTION_INFO_V1(rp_resign);
+Datum
+rp_resign(PG_FUNCTION_ARGS)
+{
+	text	   *name = rp_arg_text(fcinfo, 0, "election name");
+	text	   *node = rp_arg_text(fcinfo, 1, "node_id");
+	RpArg		keys[1];
+	RpArg		argv[1];
+
+	keys[0] = rp_key(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), "leader");
+	argv[0].data = VARDATA_ANY(node);
+	argv[0].len = VARSIZE_ANY_EXHDR(node);
+	PG_RETURN_BOOL(rp_reply_int(rp_eval(&rp_script_election_resign, 1, keys, 1, argv),
+								"election_resign") == 1);
+}
+
+/* The election_leader reply: NULL when nobody leads. */
+static RpReply *
+rp_ask_leader(text *name)
+{
+	RpArg		keys[1];
+	RpReply    *r;
+
+	keys[0] = rp_key(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), "leader");
+	r = rp_eval(&rp_script_election_leader, 1, keys, 0, NULL);
+	if (r->type != RP_REPLY_ARRAY)
+		return NULL;
+	if (r->nelem != 3 || r->elem[0]->type != RP_REPLY_STRING ||
+		r->elem[1]->type != RP_REPLY_STRING)
+		elog(ERROR, "unexpected Redis reply for election_leader");
+	return r;
+}
+
+/* rp_is_leader(name, node_id) -> does node_id lead, according to Redis now */
+PG_FUNCTION_INFO_V1(rp_is_leader_node);
+Datum
+rp_is_leader_node(PG_FUNCTION_ARGS)
+{
+	text	   *name = rp_arg_text(fcinfo, 0, "election name");
+	text	   *node = rp_arg_text(fcinfo, 1, "node_id");
+	RpReply    *r = rp_ask_leader(name);
+
+	PG_RETURN_BOOL(r != NULL &&
+				   r->elem[0]->len == VARSIZE_ANY_EXHDR(node) &&
+				   memcmp(r->elem[0]->str, VARDATA_ANY(node), r->elem[0]->len) == 0);
+}
+
+/* rp_leader(name) -> (node_id, epoch, ttl_ms), all NULL when nobody leads */
+PG_FUNCTION_INFO_V1(rp_leader);
+Datum
+rp_leader(PG_FUNCTION_ARGS)
+{
+	text	   *name = rp_arg_text(fcinfo, 0, "election name");
+	RpReply    *r = rp_ask_leader(name);
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3] = {true, true, true};
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (r != NULL)
+	{
+		int64		pttl = rp_reply_int(r->elem[2], "election_leader");
+
+		values[0] = PointerGetDatum(cstring_to_text_with_len(r->elem[0]->str,
+															 r->elem[0]->len));
+		values[1] = Int64GetDatum(pg_strtoint64(r->elem[1]->str));
+		nulls[0] = nulls[1] = false;
+		/* -1: no expiry (set by hand); the key cannot be absent here. */
+		if (pttl >= 0)
+		{
+			values[2] = Int64GetDatum(pttl);
+			nulls[2] = false;
+		}
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
+													  values, nulls)));
+}
+
+/* ------------------------------------------------------------------------
+ * SQL functions that read the elector's shared memory.
+ * ------------------------------------------------------------------------
+ */
+
+/* The one definition of "this server leads": before the deadline. */
+static bool
+rp_state_is_leader(const RpElectionState *s)
+{
+	return s->leading && s->epoch > 0 && s->valid_until_us > 0 &&
+		rp_elector_clock_us() < s->valid_until_us;
+}
+
+/* rp_is_leader(name) -> the background elector's belief, no round trip */
+PG_FUNCTION_INFO_V1(rp_is_leader_local);
+Datum
+rp_is_leader_local(PG_FUNCTION_ARGS)
+{
+	text	   *name = rp_arg_text(fcinfo, 0, "election name");
+	RpElectionState s;
+
+	if (!rp_elector_available())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the redis_primitives background elector is not running"),
+				 errdetail("rp_is_leader(name) answers from the elector's shared memory, which exists only when the library is preloaded."),
+				 errhint("Add redis_primitives to shared_preload_libraries and restart, or ask Redis with rp_is_leader(name, node_id).")));
+	if (!rp_elector_lookup(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), &s))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("election \"%s\" is not run by this server's elector",
+						text_to_cstring(name)),
+				 errhint("Add it to redis_primitives.elections and reload, or ask Redis with rp_is_leader(name, node_id).")));
+	PG_RETURN_BOOL(rp_state_is_leader(&s));
+}
+
+/* rp_elections() -> one row per election the elector runs */
+PG_FUNCTION_INFO_V1(rp_elections_list);
+Datum
+rp_elections_list(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RpElectionState *all = palloc(sizeof(RpElectionState) * RP_MAX_ELECTIONS);
+	int			n;
+
+	InitMaterializedSRF(fcinfo, 0);
+	n = rp_elector_snapshot(all);
+	for (int i = 0; i < n; i++)
+	{
+		RpElectionState *s = &all[i];
+		Datum		values[9];
+		bool		nulls[9] = {false, false, false, false, false, false, false, false, false};
+
+		values[0] = CStringGetTextDatum(s->name);
+		values[1] = CStringGetTextDatum(s->node_id);
+		values[2] = BoolGetDatum(rp_state_is_leader(s));
+		values[3] = Int64GetDatum(s->epoch);
+		nulls[3] = !s->leading;
+		values[4] = TimestampTzGetDatum(s->leader_since);
+		nulls[4] = s->leader_since == 0;
+		values[5] = TimestampTzGetDatum(s->valid_until);
+		nulls[5] = s->valid_until == 0;
+		values[6] = TimestampTzGetDatum(s->last_renewal);
+		nulls[6] = s->last_renewal == 0;
+		values[7] = CStringGetTextDatum(s->last_error);
+		nulls[7] = s->last_error[0] == '\0';
+		values[8] = CStringGetTextDatum(s->leading ? "leader" : "follower");
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

@@ -1,0 +1,621 @@
+/*-------------------------------------------------------------------------
+ *
+ * elector.c
+ *		The background elector and its shared memory.
+ *
+ * One background worker (no database connection) campaigns for every name
+ * in redis_primitives.elections as redis_primitives.node_id, every
+ * election_renew ms, with a lease of election_lease ms, through the same
+ * latch-driven connection layer as the backends (conn.c keeps one connection
+ * per process, so the worker has its own).  It publishes each election in a
+ * slot of shared memory; rp_is_leader(name) reads the slot with no round
+ * trip.
+ *
+ * Before editing, know this: the slot's deadline is the guarantee.
+ * valid_until_us = (clock reading taken *before* the successful campaign was
+ * sent) + lease - margin.  Redis started the lease no earlier than that send,
+ * so the deadline passes before Redis can let another node in, whatever
+ * happens to this process afterwards: paused, descheduled, stuck waiting for
+ * a Redis that does not answer.  The elector's own flag ("leading") is kept
+ * only for rp_elections(); it is what a plain isLeader flag would say, and a
+ * stalled elector cannot clear it.  Nothing may ever derive belief from it.
+ *
+ * Deadlines use CLOCK_BOOTTIME where the platform has it (CLOCK_MONOTONIC
+ * otherwise): shared by every process of the machine, never stepped back by
+ * NTP or an administrator, and on Linux still running while the machine is
+ * suspended.  PostgreSQL 15 has no custom wait-event names: every wait here
+ * shows as wait_event_type Extension, wait_event "Extension".
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "postmaster/postmaster.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/varlena.h"
+
+#include "conn.h"
+#include "elector.h"
+#include "rp_scripts.h"
+
+/* How long a resignation may take at shutdown or on a reload. */
+#define RP_RESIGN_TIMEOUT_MS	500
+
+typedef struct RpElectorShared
+{
+	LWLock	   *lock;			/* guards everything below */
+	pid_t		pid;			/* the elector's, 0 when not running */
+	int			nslots;
+	RpElectionState slots[RP_MAX_ELECTIONS];
+} RpElectorShared;
+
+static RpElectorShared *rp_shared = NULL;
+
+static shmem_request_hook_type rp_prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type rp_prev_shmem_startup_hook = NULL;
+
+/* ------------------------------------------------------------------------
+ * Clock, list parsing.
+ * ------------------------------------------------------------------------
+ */
+
+int64
+rp_elector_clock_us(void)
+{
+	struct timespec ts;
+
+#ifdef CLOCK_BOOTTIME
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+#else
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * Split "a, b, \"c,d\"" into a list of palloc'd names (no case folding;
+ * double quotes for names with commas or spaces).  Returns false with *why
+ * set when the list cannot be run: a name too long, a duplicate, too many.
+ */
+bool
+rp_elector_parse_list(const char *value, List **names, char **why)
+{
+	char	   *raw = pstrdup(value ? value : "");
+	List	   *list = NIL;
+	ListCell   *lc;
+
+	*names = NIL;
+	*why = NULL;
+	if (!SplitGUCList(raw, ',', &list))
+	{
+		*why = "the list is not a valid comma-separated list";
+		return false;
+	}
+	if (list_length(list) > RP_MAX_ELECTIONS)
+	{
+		*why = psprintf("at most %d elections can be run", RP_MAX_ELECTIONS);
+		return false;
+	}
+	foreach(lc, list)
+	{
+		char	   *name = lfirst(lc);
+		ListCell   *lc2;
+
+		if (name[0] == '\0')
+		{
+			*why = "an election name must not be empty";
+			return false;
+		}
+		if (strlen(name) >= RP_ELECTION_NAME_MAX)
+		{
+			*why = psprintf("election name \"%s\" is longer than %d bytes",
+							name, RP_ELECTION_NAME_MAX - 1);
+			return false;
+		}
+		for (lc2 = list_head(list); lfirst(lc2) != name; lc2 = lnext(list, lc2))
+			if (strcmp(lfirst(lc2), name) == 0)
+			{
+				*why = psprintf("election \"%s\" is listed twice", name);
+				return false;
+			}
+	}
+	foreach(lc, list)
+		*names = lappend(*names, pstrdup(lfirst(lc)));
+	list_free(list);
+	pfree(raw);
+	return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Shared memory.
+ * ------------------------------------------------------------------------
+ */
+
+static void
+rp_elector_shmem_request(void)
+{
+	if (rp_prev_shmem_request_hook)
+		rp_prev_shmem_request_hook();
+	RequestAddinShmemSpace(MAXALIGN(sizeof(RpElectorShared)));
+	RequestNamedLWLockTranche("redis_primitives", 1);
+}
+
+static void
+rp_elector_shmem_startup(void)
+{
+	bool		found;
+
+	if (rp_prev_shmem_startup_hook)
+		rp_prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	rp_shared = ShmemInitStruct("redis_primitives elector",
+								sizeof(RpElectorShared), &found);
+	if (!found)
+	{
+		memset(rp_shared, 0, sizeof(RpElectorShared));
+		rp_shared->lock = &(GetNamedLWLockTranche("redis_primitives"))->lock;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+rp_elector_init(void)
+{
+	BackgroundWorker worker;
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	rp_prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = rp_elector_shmem_request;
+	rp_prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = rp_elector_shmem_startup;
+
+	/* Registered even with no elections: a reload can add some. */
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 1;
+	strlcpy(worker.bgw_library_name, "redis_primitives", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "rp_elector_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "redis_primitives elector", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "redis_primitives elector", BGW_MAXLEN);
+	worker.bgw_main_arg = (Datum) 0;
+	worker.bgw_notify_pid = 0;
+	RegisterBackgroundWorker(&worker);
+}
+
+bool
+rp_elector_available(void)
+{
+	return rp_shared != NULL;
+}
+
+bool
+rp_elector_lookup(const char *name, size_t namelen, RpElectionState *out)
+{
+	bool		found = false;
+
+	if (rp_shared == NULL)
+		return false;
+	LWLockAcquire(rp_shared->lock, LW_SHARED);
+	for (int i = 0; i < rp_shared->nslots; i++)
+	{
+		RpElectionState *s = &rp_shared->slots[i];
+
+		if (strlen(s->name) == namelen && memcmp(s->name, name, namelen) == 0)
+		{
+			memcpy(out, s, sizeof(RpElectionState));
+			found = true;
+			break;
+		}
+	}
+	LWLockRelease(rp_shared->lock);
+	return found;
+}
+
+int
+rp_elector_snapshot(RpElectionState *out)
+{
+	int			n;
+
+	if (rp_shared == NULL)
+		return 0;
+	LWLockAcquire(rp_shared->lock, LW_SHARED);
+	n = rp_shared->nslots;
+	memcpy(out, rp_shared->slots, sizeof(RpElectionState) * n);
+	LWLockRelease(rp_shared->lock);
+	return n;
+}
+
+/* ------------------------------------------------------------------------
+ * The worker.  Its private copy of the slots is the truth; shared memory is
+ * a copy published under the lock after every change.
+ * ------------------------------------------------------------------------
+ */
+
+static RpElectionState rp_mine[RP_MAX_ELECTIONS];
+static int	rp_nmine = 0;
+static char rp_my_node[RP_NODE_ID_MAX];
+
+static void
+rp_publish(void)
+{
+	LWLockAcquire(rp_shared->lock, LW_EXCLUSIVE);
+	memcpy(rp_shared->slots, rp_mine, sizeof(RpElectionState) * rp_nmine);
+	rp_shared->nslots = rp_nmine;
+	LWLockRelease(rp_shared->lock);
+}
+
+/* node_id, else cluster_name, else "<host name>:<port>". */
+static void
+rp_resolve_node_id(char *out)
+{
+	if (rp_node_id && rp_node_id[0])
+		strlcpy(out, rp_node_id, RP_NODE_ID_MAX);
+	else if (cluster_name && cluster_name[0])
+		strlcpy(out, cluster_name, RP_NODE_ID_MAX);
+	else
+	{
+		char		host[256];
+
+		if (gethostname(host, sizeof(host)) != 0)
+			strlcpy(host, "localhost", sizeof(host));
+		host[sizeof(host) - 1] = '\0';
+		snprintf(out, RP_NODE_ID_MAX, "%s:%d", host, PostPortNumber);
+	}
+}
+
+static void
+rp_set_error(RpElectionState *s, const char *msg)
+{
+	strlcpy(s->last_error, msg ? msg : "", RP_ELECTION_ERROR_MAX);
+}
+
+/* Forget leadership: the deadline goes first, then the flag. */
+static void
+rp_step_down(RpElectionState *s, const char *reason)
+{
+	int64		epoch = s->epoch;
+	char	   *why = pstrdup(reason);
+	size_t		len = strlen(why);
+
+	/* Reasons may quote a message that ends in a period: the detail adds one. */
+	while (len > 0 && why[len - 1] == '.')
+		why[--len] = '\0';
+	s->valid_until_us = 0;
+	s->valid_until = 0;
+	s->leading = false;
+	s->epoch = 0;
+	s->leader_since = 0;
+	ereport(LOG,
+			(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
+			 errmsg("redis_primitives elector: stepped down from \"%s\" (epoch " INT64_FORMAT ")",
+					s->name, epoch),
+			 errdetail("Reason: %s.", why)));
+}
+
+/*
+ * rp_eval with a deadline of its own, returning NULL and *err instead of
+ * throwing (a background worker has no error handler: an ERROR would be
+ * FATAL).  Not rp_eval_quiet: that one is for exit paths, and after a
+ * caught ERROR its RESUME_INTERRUPTS undoes a holdoff that errfinish has
+ * already reset, which a process that keeps running must not inherit.
+ * command_timeout is what rp_eval waits for; it is lowered for this one call.
+ */
+static RpReply *
+rp_elector_eval(const RpScript *script, int nkeys, const RpArg *keys,
+				int nargs, const RpArg *argv, int timeout_ms, char **err)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	int			saved_timeout = rp_command_timeout_ms;
+	RpReply    *volatile reply = NULL;
+
+	*err = NULL;
+	rp_command_timeout_ms = Max(Min(timeout_ms, saved_timeout), 1);
+	PG_TRY();
+	{
+		reply = rp_eval(script, nkeys, keys, nargs, argv);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		*err = edata->detail ?
+			psprintf("%s: %s", edata->message, edata->detail) :
+			pstrdup(edata->message);
+		FreeErrorData(edata);
+		reply = NULL;
+	}
+	PG_END_TRY();
+	rp_command_timeout_ms = saved_timeout;
+	return reply;
+}
+
+/* Resign one held election in Redis; quiet, bounded, never throws. */
+static void
+rp_resign(RpElectionState *s, const char *reason)
+{
+	RpArg		keys[1];
+	RpArg		argv[2];
+	char	   *err;
+	RpReply    *r;
+
+	if (!s->leading)
+		return;
+	keys[0] = rp_key(s->name, strlen(s->name), "leader");
+	argv[0] = rp_arg_str(s->node_id);
+	argv[1] = rp_arg_int(s->epoch);
+	/* Stop believing before asking Redis to let someone else in. */
+	s->valid_until_us = 0;
+	s->valid_until = 0;
+	rp_publish();
+	r = rp_elector_eval(&rp_script_election_resign, 1, keys, 2, argv,
+						RP_RESIGN_TIMEOUT_MS, &err);
+	if (r == NULL)
+		ereport(WARNING,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("redis_primitives elector: could not resign \"%s\"; the lease will expire by itself",
+						s->name),
+				 errdetail_internal("%s", err)));
+	rp_step_down(s, reason);
+}
+
+/*
+ * Load redis_primitives.elections and node_id: keep the state of names that
+ * stay, resign names that go (or all of them, when node_id changed).
+ */
+static void
+rp_load_list(void)
+{
+	List	   *names;
+	char	   *why;
+	char		node[RP_NODE_ID_MAX];
+	RpElectionState next[RP_MAX_ELECTIONS];
+	int			nnext = 0;
+	ListCell   *lc;
+
+	if (!rp_elector_parse_list(rp_elections, &names, &why))
+	{
+		/* The check hook makes this unreachable; keep running what we have. */
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("redis_primitives elector: ignoring redis_primitives.elections: %s", why)));
+		return;
+	}
+	rp_resolve_node_id(node);
+	if (strcmp(node, rp_my_node) != 0)
+		for (int i = 0; i < rp_nmine; i++)
+			rp_resign(&rp_mine[i], "redis_primitives.node_id changed");
+	strlcpy(rp_my_node, node, RP_NODE_ID_MAX);
+
+	for (int i = 0; i < rp_nmine; i++)
+	{
+		bool		keep = false;
+
+		foreach(lc, names)
+			if (strcmp(lfirst(lc), rp_mine[i].name) == 0)
+				keep = true;
+		if (!keep)
+			rp_resign(&rp_mine[i], "removed from redis_primitives.elections");
+	}
+
+	foreach(lc, names)
+	{
+		const char *name = lfirst(lc);
+		RpElectionState *s = &next[nnext++];
+		bool		found = false;
+
+		for (int i = 0; i < rp_nmine; i++)
+			if (strcmp(rp_mine[i].name, name) == 0)
+			{
+				memcpy(s, &rp_mine[i], sizeof(RpElectionState));
+				found = true;
+			}
+		if (!found)
+		{
+			memset(s, 0, sizeof(RpElectionState));
+			strlcpy(s->name, name, RP_ELECTION_NAME_MAX);
+		}
+		strlcpy(s->node_id, rp_my_node, RP_NODE_ID_MAX);
+	}
+	memcpy(rp_mine, next, sizeof(RpElectionState) * nnext);
+	rp_nmine = nnext;
+	rp_publish();
+
+	if (rp_nmine > 0 && rp_election_renew_ms >= rp_election_lease_ms - rp_election_margin_ms)
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("redis_primitives elector: leadership will lapse between renewals"),
+				 errdetail("election_renew (%d ms) is not shorter than election_lease (%d ms) minus election_margin (%d ms).",
+						   rp_election_renew_ms, rp_election_lease_ms, rp_election_margin_ms),
+				 errhint("Renew at most every third of the lease, with a margin of about a tenth of it.")));
+}
+
+/* One campaign (or renewal) for one election: one script, one round trip. */
+static void
+rp_campaign_once(RpElectionState *s)
+{
+	RpArg		keys[2];
+	RpArg		argv[2];
+	int64		lease = rp_election_lease_ms;
+	int64		believe = lease - rp_election_margin_ms;
+	int64		sent_us;
+	TimestampTz sent;
+	RpReply    *r;
+	char	   *err;
+	int64		epoch;
+
+	keys[0] = rp_key(s->name, strlen(s->name), "leader");
+	keys[1] = rp_key(s->name, strlen(s->name), "fence");
+	argv[0] = rp_arg_str(s->node_id);
+	argv[1] = rp_arg_int(lease);
+
+	/*
+	 * Read the clocks before anything is sent.  A reply that arrives after
+	 * sent + lease - margin is worthless, so wait no longer than that.
+	 */
+	sent_us = rp_elector_clock_us();
+	sent = GetCurrentTimestamp();
+	r = rp_elector_eval(&rp_script_election_campaign, 2, keys, 2, argv,
+						(int) Max(Min(believe, (int64) INT_MAX), 1), &err);
+	if (r == NULL)
+	{
+		rp_set_error(s, err);
+		if (s->leading)
+			rp_step_down(s, psprintf("the renewal could not be confirmed: %s", err));
+		return;
+	}
+	if (r->type != RP_REPLY_STRING)
+	{
+		/* Another node leads. */
+		rp_set_error(s, NULL);
+		if (s->leading)
+			rp_step_down(s, "another node holds the leadership");
+		return;
+	}
+	epoch = pg_strtoint64(r->str);
+	rp_set_error(s, NULL);
+	if (s->leading && s->epoch != epoch)
+		rp_step_down(s, "the leadership lapsed and was won again under a new epoch");
+	if (believe > 0)
+	{
+		s->valid_until_us = sent_us + believe * 1000;
+		s->valid_until = TimestampTzPlusMilliseconds(sent, believe);
+	}
+	else
+	{
+		/* margin >= lease: never believed (the reload warned about it). */
+		s->valid_until_us = 0;
+		s->valid_until = 0;
+	}
+	s->last_renewal = sent;
+	if (!s->leading)
+	{
+		s->leading = true;
+		s->epoch = epoch;
+		s->leader_since = GetCurrentTimestamp();
+		ereport(LOG,
+				(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
+				 errmsg("redis_primitives elector: elected leader of \"%s\" as \"%s\" with epoch " INT64_FORMAT,
+						s->name, s->node_id, epoch)));
+	}
+}
+
+static void
+rp_elector_exit(int code, Datum arg)
+{
+	if (rp_shared == NULL)
+		return;
+	LWLockAcquire(rp_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < rp_shared->nslots; i++)
+	{
+		rp_shared->slots[i].valid_until_us = 0;
+		rp_shared->slots[i].valid_until = 0;
+	}
+	rp_shared->pid = 0;
+	LWLockRelease(rp_shared->lock);
+}
+
+void
+rp_elector_main(Datum main_arg)
+{
+	MemoryContext loopcxt;
+	int64		next_us;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+
+	if (rp_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("redis_primitives elector: shared memory is not set up")));
+
+	loopcxt = AllocSetContextCreate(TopMemoryContext, "redis_primitives elector",
+									ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(loopcxt);
+
+	LWLockAcquire(rp_shared->lock, LW_EXCLUSIVE);
+	rp_shared->pid = MyProcPid;
+	rp_shared->nslots = 0;
+	LWLockRelease(rp_shared->lock);
+	before_shmem_exit(rp_elector_exit, (Datum) 0);
+
+	rp_load_list();
+	next_us = rp_elector_clock_us();
+
+	while (!ShutdownRequestPending)
+	{
+		int64		now_us;
+		long		wait_ms;
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			rp_load_list();
+			next_us = rp_elector_clock_us();
+		}
+
+		now_us = rp_elector_clock_us();
+		if (now_us >= next_us && rp_nmine > 0)
+		{
+			/* Ticks are counted from when they were due, not when done. */
+			next_us += (int64) rp_election_renew_ms * 1000;
+			if (next_us < now_us)
+				next_us = now_us + (int64) rp_election_renew_ms * 1000;
+			for (int i = 0; i < rp_nmine && !ShutdownRequestPending; i++)
+			{
+				rp_campaign_once(&rp_mine[i]);
+				rp_publish();
+			}
+			MemoryContextReset(loopcxt);
+			now_us = rp_elector_clock_us();
+		}
+
+		/*
+		 * With no elections, sleep until a reload.  Otherwise until the next
+		 * tick; a round that overran it (Redis slow to answer) is followed
+		 * by the next one at once.
+		 */
+		wait_ms = (long) ((next_us - now_us + 999) / 1000);
+		if (rp_nmine == 0 || wait_ms > 0)
+		{
+			int			rc;
+
+			rc = WaitLatch(MyLatch,
+						   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
+						   (rp_nmine > 0 ? WL_TIMEOUT : 0),
+						   rp_nmine > 0 ? wait_ms : -1, PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+		}
+	}
+
+	/* Clean shutdown: hand over now rather than a lease later. */
+	for (int i = 0; i < rp_nmine; i++)
+		rp_resign(&rp_mine[i], "the server is shutting down");
+	rp_publish();
+	proc_exit(0);
+}

@@ -1,0 +1,71 @@
+/*-------------------------------------------------------------------------
+ *
+ * elector.h
+ *		The background elector: one worker that campaigns for every election
+ *		in redis_primitives.elections, and the shared memory in which it
+ *		publishes what it believes.
+ *
+ * Before editing, know this: a backend never trusts the elector's flag on
+ * its own.  It trusts a deadline, valid_until = (time the successful renewal
+ * was sent) + lease - margin, on a clock every process of the machine
+ * shares; so a stalled elector stops being believed on time even though it
+ * cannot run to say so.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RP_ELECTOR_H
+#define RP_ELECTOR_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+
+#define RP_MAX_ELECTIONS		32
+#define RP_ELECTION_NAME_MAX	128		/* bytes, including the NUL */
+#define RP_NODE_ID_MAX			128		/* bytes, including the NUL */
+#define RP_ELECTION_ERROR_MAX	256
+
+/* Settings, defined in election.c. */
+extern char *rp_node_id;
+extern char *rp_elections;
+extern int	rp_election_lease_ms;
+extern int	rp_election_renew_ms;
+extern int	rp_election_margin_ms;
+
+/* A copy of one election's state, as the elector last published it. */
+typedef struct RpElectionState
+{
+	char		name[RP_ELECTION_NAME_MAX];
+	char		node_id[RP_NODE_ID_MAX];
+	bool		leading;		/* the elector's own flag: no deadline */
+	int64		epoch;			/* the term it holds while leading, else 0 */
+	int64		valid_until_us; /* on rp_elector_clock_us(); 0 = not leader */
+	TimestampTz leader_since;	/* 0 when not leading */
+	TimestampTz valid_until;	/* wall-clock copy of valid_until_us */
+	TimestampTz last_renewal;	/* when the last successful campaign was sent */
+	char		last_error[RP_ELECTION_ERROR_MAX];
+} RpElectionState;
+
+/* Shared memory and the worker: only when preloaded.  Called by _PG_init. */
+extern void rp_elector_init(void);
+
+/* Microseconds on a clock shared by every process of this machine. */
+extern int64 rp_elector_clock_us(void);
+
+/* Is the elector's shared memory there (library in shared_preload_libraries)? */
+extern bool rp_elector_available(void);
+
+/* Copy the state of one election; false when the elector does not run it. */
+extern bool rp_elector_lookup(const char *name, size_t namelen,
+							  RpElectionState *out);
+
+/* Copy every election's state into out[RP_MAX_ELECTIONS]; returns how many. */
+extern int	rp_elector_snapshot(RpElectionState *out);
+
+/* Split and check a value of redis_primitives.elections (GUC check hook). */
+extern bool rp_elector_parse_list(const char *value, List **names,
+								  char **why);
+
+PGDLLEXPORT void rp_elector_main(Datum main_arg);
+
+#endif							/* RP_ELECTOR_H */

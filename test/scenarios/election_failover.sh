@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# election_failover.sh -- two servers, one election: how fast does leadership
+# move when the leader leaves cleanly, and when it stalls?
+#
+# The reference (README §3, lease 400 ms) measured a clean handover of 27 ms
+# (the leader released on stop) and a failover of 403 ms (the leader stalled,
+# the lease expired).  Here the leader is a whole PostgreSQL server: stopped
+# with pg_ctl (its elector resigns on SIGTERM), told to drop the election
+# with a reload, or its elector process frozen with SIGSTOP.
+source "$(dirname "$0")/election.bash"
+
+echo "1..18"
+trap stop_nodes EXIT
+
+start_node n1
+nsql n1 "SELECT 1" >/dev/null
+t=$(wait_node n1 true 5000)
+ok $([ -n "$t" ]; echo $?) "n1 (started first) is elected by its background elector"
+start_node n2
+is "$(nsql n2 "SELECT state FROM rp_elections()")" "follower" "n2 starts as a follower"
+is "$(nsql n1 "SELECT rp_is_leader('$ELECTION')")|$(nsql n2 "SELECT rp_is_leader('$ELECTION')")" "t|f" \
+	"exactly one server believes it leads"
+is "$(nsql n2 "SELECT node_id || ' ' || epoch FROM rp_leader('$ELECTION')")" "n1 $(node_epoch n1)" \
+	"Redis agrees: n1 leads with the epoch n1 publishes"
+
+# ---- clean handover: the leader's server stops ---------------------------
+nsql n2 "SELECT wait_leader(true, 5000)" >"$RP_TMP/h1.out" &
+waiter=$!
+sleep 0.3
+t0=$(now_ms)
+rp_stop_pg "$(ndir n1)" fast
+wait $waiter
+t1=$(cut -d. -f1 "$RP_TMP/h1.out")
+handover=${t1:+$(( t1 - t0 ))}
+ok $([ -n "$t1" ]; echo $?) "n2 takes over when n1 stops"
+diag "handover (leader's server stopped) $handover ms (reference: 27 ms)"
+cmp "$handover" "<" 1000 "handover within a few renew intervals ($RENEW ms), not a lease later"
+grep -q 'stepped down from "job".*' "$(nlog n1)" && grep -q 'the server is shutting down' "$(nlog n1)"
+ok $? "n1 logged that it stepped down because the server was shutting down"
+grep -q 'could not resign' "$(nlog n1)"
+ok $([ $? -ne 0 ]; echo $?) "n1 resigned in Redis (no 'could not resign' warning)"
+
+# ---- clean handover: the leader drops the election on reload -------------
+start_node n1
+wait_node n1 false 2000 >/dev/null
+nsql n1 "SELECT wait_leader(true, 5000)" >"$RP_TMP/h2.out" &
+waiter=$!
+sleep 0.3
+t0=$(now_ms)
+nsql n2 "ALTER SYSTEM SET redis_primitives.elections = ''" && nsql n2 "SELECT pg_reload_conf()" >/dev/null
+wait $waiter
+t1=$(cut -d. -f1 "$RP_TMP/h2.out")
+resign=${t1:+$(( t1 - t0 ))}
+ok $([ -n "$t1" ]; echo $?) "n1 takes over when n2 drops the election on reload"
+diag "handover (election dropped on reload, elector resigns) $resign ms"
+cmp "$resign" "<" 1000 "that handover is quick too"
+err=$(nsql n2 "SELECT rp_is_leader('$ELECTION')" 2>&1)
+[[ "$err" == *'is not run by this server'* ]]
+ok $? "n2's rp_is_leader('$ELECTION') is now an error, not false"
+nsql n2 "ALTER SYSTEM RESET redis_primitives.elections" && nsql n2 "SELECT pg_reload_conf()" >/dev/null
+wait_row n2
+sleep 0.3
+is "$(nsql n2 "SELECT state || ' ' || is_leader FROM rp_elections()")" "follower false" \
+	"n2 runs the election again after the reload, as a follower"
+
+# ---- failover: the leader's elector stalls -------------------------------
+epoch1=$(node_epoch n1)
+pid=$(elector_pid n1)
+ok $([ -n "$pid" ]; echo $?) "found n1's elector process"
+nsql n2 "SELECT wait_leader(true, 5000)" >"$RP_TMP/f.out" &
+waiter=$!
+sleep 0.3
+t0=$(now_ms)
+kill -STOP "$pid"
+wait $waiter
+t1=$(cut -d. -f1 "$RP_TMP/f.out")
+failover=${t1:+$(( t1 - t0 ))}
+n1_now=$(nsql n1 "SELECT rp_is_leader('$ELECTION')")
+last=$(nsql n1 "SELECT round(extract(epoch FROM last_renewal) * 1000) FROM rp_elections()")
+kill -CONT "$pid"
+diag "failover (leader's elector SIGSTOPped) $failover ms, lease $LEASE ms (reference: 403 ms)"
+diag "n2 led $(( ${t1:-0} - ${last:-0} )) ms after n1's last renewal was sent"
+cmp "${t1:+${last:+$(( t1 - last ))}}" ">=" "$LEASE" "n2 led only after a full lease since n1's last renewal was sent"
+cmp "$failover" "<" $(( 5 * LEASE )) "n2 leads within 5 leases of n1 stalling"
+is "$n1_now" "f" "the stalled n1 no longer believed it led when n2 took over"
+cmp "$(node_epoch n2)" ">" "$epoch1" "n2 leads with a higher epoch"
+# n1's elector, thawed, finds n2 in charge and steps down.
+sleep 0.5
+is "$(nsql n1 "SELECT state || ' ' || is_leader FROM rp_elections()")|$(nsql n2 "SELECT rp_is_leader('$ELECTION')")" \
+	"follower false|t" "after thawing, n1 follows and n2 leads"
