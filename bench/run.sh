@@ -454,6 +454,54 @@ if [ -n "${LAT[pair]:-}" ]; then
 fi
 
 # ---------------------------------------------------------------------------
+section "2b. transport"
+# The same calls with the extension on a unix socket instead of loopback TCP:
+# a second Redis listening on both, a second database pointed at its socket,
+# each against the floor of its own transport.
+REDIS2_PORT=$(rp_free_port)
+SOCK=$RP_TMP/redis2.sock
+rp_start_redis "$REDIS2_PORT" --unixsocket "$SOCK" --unixsocketperm 777
+r2() { redis-cli -p "$REDIS2_PORT" "$@"; }
+for c in $(seq 0 63); do r2 set "${PREFIX}{bench-ext-$c}:lock" "$TOKEN" px 3600000 >/dev/null; done
+r2 -n "$RAWDB" set "${PREFIX}{bench-ext-raw}:lock" "$TOKEN" px 3600000 >/dev/null
+for id in lock_acquire lock_release lock_extend; do r2 -x script load < "${RAWFILE[$id]}" >/dev/null; done
+q -d postgres >/dev/null <<SQL
+CREATE DATABASE rp_bench_tcp;
+CREATE DATABASE rp_bench_unix;
+ALTER DATABASE rp_bench_tcp SET redis_primitives.port = $REDIS2_PORT;
+ALTER DATABASE rp_bench_unix SET redis_primitives.unix_socket = '$SOCK';
+SQL
+q -d rp_bench_tcp -c "CREATE EXTENSION redis_primitives" >/dev/null
+q -d rp_bench_unix -c "CREATE EXTENSION redis_primitives" >/dev/null
+declare -A TR
+for via in tcp unix; do
+	if [ $via = tcp ]; then conn=(-h 127.0.0.1 -p "$REDIS2_PORT"); else conn=(-s "$SOCK"); fi
+	for id in lock_acquire lock_release lock_extend; do
+		# shellcheck disable=SC2086
+		TR[$via.$id]=$(redis-benchmark "${conn[@]}" --dbnum "$RAWDB" -c 1 -n 10000 -r 100000000 --csv \
+			EVALSHA "${SHA[$id]}" ${RAWARGS[$id]} 2>/dev/null | tail -1 | awk -F'"' '{ printf "%s %s\n", $6, $10 }')
+	done
+	i=0
+	while read -r m p50 _ cnt _; do TR[$via.$i]="$m $p50 $cnt"; i=$((i + 1)); done \
+		< <(PGDATABASE=rp_bench_$via pgb_mix tr.$via $(( T * 3 )) "$W/select1.sql" "$W/pair.sql" "$W/extend.sql")
+	say "transport $via: select1 ${TR[$via.0]}, pair ${TR[$via.1]}, extend ${TR[$via.2]}; raw acquire ${TR[$via.lock_acquire]}"
+done
+md ""
+md "### Transport: the extension on Redis's unix socket"
+md ""
+md "The same rows against a second Redis, first over loopback TCP (as above) and then over its unix socket (\`redis_primitives.unix_socket\`), $(( T * 3 )) s each, one pgbench client with the three rows interleaved; each floor uses redis-benchmark over the same transport (\`-s\` for the socket). p50 in ms."
+md ""
+md "| transport | SELECT 1 | acquire + release | its floor | × floor | rp_extend | its floor | × floor | raw acquire script |"
+md "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for via in tcp unix; do
+	read -r _ s50 _ <<<"${TR[$via.0]}"; read -r _ p50 _ <<<"${TR[$via.1]}"; read -r _ e50 _ <<<"${TR[$via.2]}"
+	read -r _ ra <<<"${TR[$via.lock_acquire]}"; read -r _ rr <<<"${TR[$via.lock_release]}"; read -r _ re <<<"${TR[$via.lock_extend]}"
+	pf=$(awk -v s="$s50" -v a="$ra" -v b="$rr" 'BEGIN { print 2 * s + a + b }')
+	ef=$(awk -v s="$s50" -v a="$re" 'BEGIN { print s + a }')
+	md "| $( [ $via = tcp ] && echo "loopback TCP" || echo "unix socket") | $s50 | $p50 | $(ms "$pf") | $(ratio "$p50" "$pf") | $e50 | $(ms "$ef") | $(ratio "$e50" "$ef") | $ra |"
+done
+
+# ---------------------------------------------------------------------------
 section "3. scaling"
 : > "$W/scaling.csv"
 echo "clients,row,tps,mean_ms,p50_ms,p99_ms,acquired_per_s,percentiles" >> "$W/scaling.csv"
