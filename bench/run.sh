@@ -489,16 +489,19 @@ done
 md ""
 md "### Transport: the extension on Redis's unix socket"
 md ""
-md "The same rows against a second Redis, first over loopback TCP (as above) and then over its unix socket (\`redis_primitives.unix_socket\`), $(( T * 3 )) s each, one pgbench client with the three rows interleaved; each floor uses redis-benchmark over the same transport (\`-s\` for the socket). p50 in ms."
+md "The same rows against a second Redis, first over loopback TCP (as above) and then over its unix socket (\`redis_primitives.unix_socket\`), $(( T * 3 )) s each, one pgbench client with the three rows interleaved; each floor uses redis-benchmark over the same transport (\`-s\` for the socket). ms."
 md ""
-md "| transport | SELECT 1 | acquire + release | its floor | × floor | rp_extend | its floor | × floor | raw acquire script |"
-md "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+md "| transport | statistic | SELECT 1 | raw acquire script | acquire + release | its floor | × floor | rp_extend | its floor | × floor |"
+md "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for via in tcp unix; do
-	read -r _ s50 _ <<<"${TR[$via.0]}"; read -r _ p50 _ <<<"${TR[$via.1]}"; read -r _ e50 _ <<<"${TR[$via.2]}"
-	read -r _ ra <<<"${TR[$via.lock_acquire]}"; read -r _ rr <<<"${TR[$via.lock_release]}"; read -r _ re <<<"${TR[$via.lock_extend]}"
-	pf=$(awk -v s="$s50" -v a="$ra" -v b="$rr" 'BEGIN { print 2 * s + a + b }')
-	ef=$(awk -v s="$s50" -v a="$re" 'BEGIN { print s + a }')
-	md "| $( [ $via = tcp ] && echo "loopback TCP" || echo "unix socket") | $s50 | $p50 | $(ms "$pf") | $(ratio "$p50" "$pf") | $e50 | $(ms "$ef") | $(ratio "$e50" "$ef") | $ra |"
+	for st in mean p50; do
+		f=1; [ $st = p50 ] && f=2
+		sv=$(cut -d' ' -f$f <<<"${TR[$via.0]}"); pv=$(cut -d' ' -f$f <<<"${TR[$via.1]}"); ev=$(cut -d' ' -f$f <<<"${TR[$via.2]}")
+		ra=$(cut -d' ' -f$f <<<"${TR[$via.lock_acquire]}"); rr=$(cut -d' ' -f$f <<<"${TR[$via.lock_release]}"); re=$(cut -d' ' -f$f <<<"${TR[$via.lock_extend]}")
+		pf=$(awk -v s="$sv" -v a="$ra" -v b="$rr" 'BEGIN { print 2 * s + a + b }')
+		ef=$(awk -v s="$sv" -v a="$re" 'BEGIN { print s + a }')
+		md "| $( [ $via = tcp ] && echo "loopback TCP" || echo "unix socket") | $st | $sv | $ra | $pv | $(ms "$pf") | $(ratio "$pv" "$pf") | $ev | $(ms "$ef") | $(ratio "$ev" "$ef") |"
+	done
 done
 
 # ---------------------------------------------------------------------------
@@ -628,7 +631,7 @@ md "| rp_acquire + rp_release through PostgreSQL | $pm2 | 1.00 | yes | any clien
 md "| pg_try_advisory_lock + pg_advisory_unlock | $am | $(ratio "$am" "$pm2") | no | this database only |"
 md "| the same two scripts straight from Redis (redis-benchmark, sum of the two round trips) | $rawpair | $(ratio "$rawpair" "$pm2") | yes | any client of Redis |"
 md ""
-md "Going through PostgreSQL costs $(awk -v a="$pm2" -v b="$rawpair" 'BEGIN { printf "%.3f", a - b }') ms per cycle over talking to Redis directly: the two SQL statements' round trips to PostgreSQL. At scale see section 3 (advisory locks and raw Redis are columns there)."
+md "Going through PostgreSQL costs $(awk -v a="$pm2" -v b="$rawpair" 'BEGIN { printf "%.3f", a - b }') ms per cycle over talking to Redis directly. Of that, $(awk -v s="$sel1" 'BEGIN { printf "%.3f", 2 * s }') ms is two round trips to PostgreSQL (2 × SELECT 1); the remaining $(awk -v a="$pm2" -v b="$rawpair" -v s="$sel1" 'BEGIN { printf "%.3f", a - b - 2 * s }') ms is what making the Redis calls from inside a backend costs beyond what a direct client pays (sections 2 and 7). At scale see section 3, where advisory locks and raw Redis are columns."
 
 # ---------------------------------------------------------------------------
 section "6. memory ($MEM_SECONDS s at most, $MEM_CALLS pairs at most)"
