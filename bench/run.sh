@@ -4,9 +4,11 @@
 # Builds and installs the extension, starts a throwaway PostgreSQL and Redis
 # (scripts/lib.sh), and measures, each as a ratio within this one run:
 #   1 round trips      Redis commands per SQL call (INFO commandstats deltas)
-#   2 latency          single client, against SELECT 1 + one Redis round trip
+#   2 latency          single client, against SELECT 1 + one Redis round trip;
+#                      then the same over Redis's unix socket (a second Redis)
 #   3 scaling          1..32 clients: TPS, p50/p99, against SELECT 1 and raw Redis
-#   4 fence trigger    UPDATE with no trigger / rp_fence_guard / PL/pgSQL
+#   4 fence trigger    UPDATE with no trigger / PostgreSQL's own C row trigger /
+#                      rp_fence_guard / PL/pgSQL
 #   5 alternatives     advisory locks; the same lease straight from Redis
 #   6 memory           backend RSS and Redis memory over many calls
 #   7 profile          where one acquire+release spends its time
