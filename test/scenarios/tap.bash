@@ -79,6 +79,7 @@ session_open() {  # name
 	local n=$1
 	mkfifo "$RP_TMP/$n.in"
 	psql -X -At -q -d "$RP_DB" -v VERBOSITY=sqlstate <"$RP_TMP/$n.in" >"$RP_TMP/$n.out" 2>&1 &
+	echo $! >"$RP_TMP/$n.pid"
 	eval "exec {_fd_$n}>\"$RP_TMP/$n.in\""
 	echo 0 >"$RP_TMP/$n.seen"
 	session_q "$n" '\set VERBOSITY sqlstate' >/dev/null
@@ -97,4 +98,12 @@ session_q() {  # name sql
 	grep -n "^$marker\$" "$RP_TMP/$n.out" | cut -d: -f1 >"$RP_TMP/$n.seen"
 }
 session_pid() { session_q "$1" "SELECT pg_backend_pid()"; }
-session_close() { local fdvar="_fd_$1"; eval "exec ${!fdvar}>&-"; }
+# Children started meanwhile (a daemonized redis-server) may hold the FIFO
+# open, so closing our end is not enough: end the psql too.
+session_close() {
+	local fdvar="_fd_$1"
+	eval "exec ${!fdvar}>&-"
+	kill "$(cat "$RP_TMP/$1.pid")" 2>/dev/null
+	wait "$(cat "$RP_TMP/$1.pid")" 2>/dev/null
+	return 0
+}
