@@ -47,6 +47,9 @@ char	   *rp_key_prefix = NULL;
 
 /* The connection, and whether the settings changed since it was opened. */
 static redisContext *rp_ctx = NULL;
+static WaitEventSet *rp_waitset = NULL;
+static int	rp_waitset_socket;		/* position of the socket in rp_waitset */
+static int	rp_waitset_events;		/* what it is waited for now */
 static bool rp_config_changed = false;
 
 /* What a failure message names: "host:port" or the socket path. */
@@ -152,6 +155,12 @@ rp_conn_init(void)
 void
 rp_conn_reset(void)
 {
+	/* The wait set watches the socket: free it before the socket closes. */
+	if (rp_waitset != NULL)
+	{
+		FreeWaitEventSet(rp_waitset);
+		rp_waitset = NULL;
+	}
 	if (rp_ctx != NULL)
 	{
 		redisFree(rp_ctx);
@@ -160,29 +169,45 @@ rp_conn_reset(void)
 }
 
 /*
- * Wait until fd is ready for events or the deadline passes.  Returns false on
- * timeout.  Cancel and statement_timeout arrive through the latch and are
- * thrown by CHECK_FOR_INTERRUPTS (which does nothing while a quiet cleanup
- * holds interrupts).
+ * Wait until the connection's socket is ready for events (one of
+ * WL_SOCKET_READABLE or WL_SOCKET_WRITEABLE) or the deadline passes.
+ * Returns false on timeout.  Cancel and statement_timeout arrive through the
+ * latch and are thrown by CHECK_FOR_INTERRUPTS (which does nothing while a
+ * quiet cleanup holds interrupts).  The wait set lives as long as the
+ * connection: building an epoll set for every wait cost more CPU than the
+ * rest of a call's own work.
  */
 static bool
-rp_wait(int fd, int events, TimestampTz deadline)
+rp_wait(int events, TimestampTz deadline)
 {
+	if (rp_waitset == NULL)
+	{
+		rp_waitset = CreateWaitEventSet(TopMemoryContext, 3);
+		AddWaitEventToSet(rp_waitset, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(rp_waitset, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		rp_waitset_socket = AddWaitEventToSet(rp_waitset, events, rp_ctx->fd, NULL, NULL);
+		rp_waitset_events = events;
+	}
+	else if (rp_waitset_events != events)
+	{
+		ModifyWaitEvent(rp_waitset, rp_waitset_socket, events, NULL);
+		rp_waitset_events = events;
+	}
+
 	for (;;)
 	{
 		long		timeout_ms;
-		int			rc;
+		WaitEvent	ev;
 
 		CHECK_FOR_INTERRUPTS();
 		timeout_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 		if (timeout_ms <= 0)
 			return false;
-		rc = WaitLatchOrSocket(MyLatch,
-							   WL_LATCH_SET | events | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							   fd, timeout_ms, PG_WAIT_EXTENSION);
-		if (rc & WL_LATCH_SET)
+		if (WaitEventSetWait(rp_waitset, timeout_ms, &ev, 1, PG_WAIT_EXTENSION) == 0)
+			continue;			/* timed out: the deadline check decides */
+		if (ev.events & WL_LATCH_SET)
 			ResetLatch(MyLatch);
-		if (rc & events)
+		if (ev.events & events)
 			return true;
 	}
 }
@@ -252,7 +277,7 @@ rp_connect_wait(redisContext *c, TimestampTz deadline)
 
 	PG_TRY();
 	{
-		if (!rp_wait(c->fd, WL_SOCKET_WRITEABLE, deadline))
+		if (!rp_wait(WL_SOCKET_WRITEABLE, deadline))
 			rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 					"could not connect to Redis",
 					psprintf("no connection within redis_primitives.connect_timeout (%d ms)",
@@ -464,7 +489,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out, bool raise_errors)
 			if (redisBufferWrite(rp_ctx, &done) == REDIS_ERR)
 				rp_fail(ERRCODE_CONNECTION_FAILURE,
 						"lost the connection to Redis", pstrdup(rp_ctx->errstr));
-			if (!done && !rp_wait(rp_ctx->fd, WL_SOCKET_WRITEABLE, deadline))
+			if (!done && !rp_wait(WL_SOCKET_WRITEABLE, deadline))
 				rp_fail(ERRCODE_CONNECTION_FAILURE,
 						"Redis command timed out",
 						"the command could not be sent in time; the connection was dropped");
@@ -481,7 +506,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out, bool raise_errors)
 							"lost the connection to Redis", pstrdup(rp_ctx->errstr));
 				if (r != NULL)
 					break;
-				if (!rp_wait(rp_ctx->fd, WL_SOCKET_READABLE, deadline))
+				if (!rp_wait(WL_SOCKET_READABLE, deadline))
 					rp_fail(ERRCODE_CONNECTION_FAILURE,
 							"Redis command timed out",
 							psprintf("no reply within %d ms; the connection was dropped",
