@@ -25,6 +25,30 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
+static emit_log_hook_type rp_prev_emit_log_hook = NULL;
+
+/*
+ * On a configuration reload PostgreSQL logs "parameter \"X\" changed to
+ * \"value\"" for every changed setting, whatever its flags: for the
+ * password that would put the secret in the server log.  Keep the fact that
+ * it changed, drop the value.  Only effective where the library is loaded,
+ * which for the postmaster means shared_preload_libraries (documented).
+ */
+static void
+rp_emit_log_hook(ErrorData *edata)
+{
+	static const char *const secrets[] = {
+		"parameter \"redis_primitives.password\" changed to ",
+	};
+
+	if (edata->message != NULL)
+		for (size_t i = 0; i < lengthof(secrets); i++)
+			if (strncmp(edata->message, secrets[i], strlen(secrets[i])) == 0)
+				edata->message = pstrdup("parameter \"redis_primitives.password\" changed");
+	if (rp_prev_emit_log_hook)
+		rp_prev_emit_log_hook(edata);
+}
+
 void
 _PG_init(void)
 {
@@ -34,6 +58,9 @@ _PG_init(void)
 	rp_election_init();
 
 	MarkGUCPrefixReserved("redis_primitives");
+
+	rp_prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = rp_emit_log_hook;
 }
 
 /*

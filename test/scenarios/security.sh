@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Security, as a plain user: settings are superuser-only, the password is
+# invisible and cannot be stored where everyone can read it, nothing is
+# callable until granted, the install script withstands a hostile
+# search_path, and the fence trigger reveals nothing the writer cannot read.
+source "$(dirname "$0")/tap.bash"
+plan 19
+
+q "DROP ROLE IF EXISTS rp_plain; CREATE ROLE rp_plain LOGIN" >/dev/null 2>&1
+q "DROP ROLE IF EXISTS rp_plain" "CREATE ROLE rp_plain LOGIN" >/dev/null
+plain() { PGUSER=rp_plain q_state "$@"; }
+plain_out() { PGUSER=rp_plain psql -X -At -q -d "$RP_DB" "${@/#/-c}" 2>&1; }
+
+# 1. Every redis_primitives.* setting is superuser-only to set.
+settings=$(q "SELECT name FROM pg_settings WHERE name LIKE 'redis\_primitives.%' ORDER BY 1")
+total=0 refused=0
+for s in $settings; do
+	total=$((total + 1))
+	[ "$(plain "SET $s = DEFAULT")" = "42501" ] && refused=$((refused + 1))
+done
+cmp_ok "$total" -ge 10 "found the extension's settings ($total)"
+is "$refused" "$total" "a plain user cannot SET any of them (42501)"
+
+# 2. The password is invisible to non-superusers.
+q "ALTER SYSTEM SET redis_primitives.password = 'Top-Secret-42'" "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+is "$(plain "SHOW redis_primitives.password")" "42501" "SHOW redis_primitives.password: 42501 for a plain user"
+is "$(plain_out "SELECT count(*) FROM pg_settings WHERE name LIKE 'redis_primitives.password%'")" "0" "pg_settings hides the password settings"
+out=$(plain_out "SHOW ALL" | grep -c "Top-Secret-42")
+is "$out" "0" "SHOW ALL does not contain it"
+is "$(plain "SELECT * FROM pg_file_settings")" "42501" "pg_file_settings is not readable"
+is "$(q "SHOW redis_primitives.password")" "Top-Secret-42" "a superuser can read it"
+q "ALTER SYSTEM RESET redis_primitives.password" "SELECT pg_reload_conf()" >/dev/null
+
+# 3. It cannot be stored in world-readable catalogs.
+is "$(q_state "ALTER ROLE rp_plain SET redis_primitives.password = 'x'")" "42501" "ALTER ROLE ... SET password is refused"
+is "$(q_state "ALTER DATABASE $RP_DB SET redis_primitives.password = 'x'")" "42501" "ALTER DATABASE ... SET password is refused"
+is "$(q_state "CREATE FUNCTION f_pw() RETURNS int LANGUAGE sql SET redis_primitives.password = 'x' AS 'SELECT 1'")" "42501" "CREATE FUNCTION ... SET password is refused"
+
+# 4. Nothing is callable until granted; the trigger function is.
+is "$(plain "SELECT rp_acquire('sec', 1000)")" "42501" "a plain user cannot call rp_acquire before a GRANT"
+is "$(plain "SELECT * FROM rp_fenced_store")" "42501" "nor read the fenced store"
+q "GRANT EXECUTE ON FUNCTION rp_acquire(text, bigint, bigint, bigint), rp_release(text) TO rp_plain" >/dev/null
+is "$(plain_out "SELECT (rp_acquire('sec', 1000)).fence IS NOT NULL")" "t" "after GRANT EXECUTE it can"
+
+# 5. The trigger reveals the stored token only to a writer who may read it.
+q "SET client_min_messages = warning" "DROP TABLE IF EXISTS sec_acct" "CREATE TABLE sec_acct (id int PRIMARY KEY, balance int, fence_token bigint)" \
+  "CREATE TRIGGER g BEFORE INSERT OR UPDATE ON sec_acct FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token')" \
+  "INSERT INTO sec_acct VALUES (1, 10, 987654)" \
+  "GRANT UPDATE (balance, fence_token) ON sec_acct TO rp_plain" "GRANT SELECT (id) ON sec_acct TO rp_plain" >/dev/null
+out=$(plain_out "UPDATE sec_acct SET balance = 0, fence_token = 5 WHERE id = 1")
+echo "$out" | grep -q "stale fence token"; ok $? "a stale write by the plain user is refused"
+echo "$out" | grep -q 987654; ok $(( ! $? )) "without SELECT on the column, the stored token is not revealed"
+out=$(psql -X -At -q -d "$RP_DB" -c "UPDATE sec_acct SET balance = 0, fence_token = 5 WHERE id = 1" 2>&1)
+echo "$out" | grep -q 987654; ok $? "with SELECT on it (the owner), the detail gives both tokens"
+
+# 6. A hostile search_path at CREATE EXTENSION time and at call time.
+q "SET client_min_messages = warning" "DROP DATABASE IF EXISTS rp_hostile" >/dev/null; q "CREATE DATABASE rp_hostile" >/dev/null
+RP_DB=rp_hostile q "CREATE SCHEMA evil" \
+  "CREATE FUNCTION evil.texteq_evil(text, text) RETURNS bool LANGUAGE plpgsql AS \$\$BEGIN RAISE EXCEPTION 'hijacked'; END\$\$" \
+  "CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.texteq_evil)" \
+  "CREATE FUNCTION evil.now() RETURNS timestamptz LANGUAGE plpgsql AS \$\$BEGIN RAISE EXCEPTION 'hijacked'; END\$\$" \
+  "CREATE FUNCTION evil.coalesce(bool, bool) RETURNS bool LANGUAGE plpgsql AS \$\$BEGIN RAISE EXCEPTION 'hijacked'; END\$\$" >/dev/null
+out=$(RP_DB=rp_hostile q "SET search_path = evil, public, pg_catalog" "CREATE EXTENSION redis_primitives" 2>&1)
+is "$out" "" "CREATE EXTENSION under a hostile search_path succeeds without calling into it"
+out=$(RP_DB=rp_hostile q "SET search_path = evil, public, pg_catalog" \
+  "SELECT public.rp_fenced_write('r', '1', 1)" "SELECT (public.rp_fenced_read('r')).fence" 2>&1)
+is "$(echo $out)" "t 1" "the fenced store works under a hostile search_path"
+q "DROP DATABASE rp_hostile" >/dev/null
+
+# 7. The password reached no log line.
+grep -q "Top-Secret-42" "$RP_TMP"/pg*.log "$RP_TMP"/*/log/* 2>/dev/null; ok $(( ! $? )) "the password appears in no server log"
+q "DROP TABLE sec_acct" "DROP OWNED BY rp_plain" "DROP ROLE rp_plain" >/dev/null
+finish

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Leases that follow transactions and sessions.  rp_acquire_xact behaves like
+# pg_advisory_xact_lock: gone at commit, rollback or error, and with its
+# subtransaction.  verify_at_commit turns a lease lost mid-transaction into a
+# failed commit (RP002) instead of a committed write made without the lock.
+# Backend exit releases whatever the session still holds.
+source "$(dirname "$0")/tap.bash"
+source "$(dirname "$0")/../../scripts/lib.sh"
+plan 21
+held() { q "SELECT (rp_lock_info('$1')).held"; }
+poll_free() {  # name : ms until the lock is free (or 5000)
+	local t; t=$(now_ms)
+	for i in $(seq 100); do [ "$(held "$1")" = f ] && break; sleep 0.05; done
+	echo $(( $(now_ms) - t ))
+}
+
+out=$(q "BEGIN" "SELECT (rp_acquire_xact('x1', 30000)).fence IS NOT NULL" "SELECT count(*) FROM rp_leases()" \
+        "SELECT (rp_lock_info('x1')).held" "COMMIT" "SELECT (rp_lock_info('x1')).held" "SELECT count(*) FROM rp_leases()")
+is "$(echo $out)" "t 1 t f 0" "rp_acquire_xact: held and listed during the transaction, released at COMMIT"
+out=$(q "BEGIN" "SELECT (rp_acquire_xact('x2', 30000)).fence IS NOT NULL" "ROLLBACK" "SELECT (rp_lock_info('x2')).held")
+is "$(echo $out)" "t f" "released at ROLLBACK"
+
+session_open s
+out=$(session_q s "BEGIN; SELECT (rp_acquire_xact('x3', 30000)).fence IS NOT NULL; SELECT 1/0; ROLLBACK; SELECT (rp_lock_info('x3')).held")
+is "$(echo $out)" "t ERROR: 22012 f" "released when an error aborts the transaction"
+
+out=$(session_q s "BEGIN; SAVEPOINT a; SELECT (rp_acquire_xact('x4', 30000)).fence IS NOT NULL; ROLLBACK TO a; SELECT (rp_lock_info('x4')).held; SELECT count(*) FROM rp_leases()")
+is "$(echo $out)" "t f 0" "taken in a subtransaction that rolls back: released at the rollback"
+out=$(session_q s "SAVEPOINT b; SELECT (rp_acquire_xact('x4b', 30000)).fence IS NOT NULL; RELEASE b; SELECT (rp_lock_info('x4b')).held; COMMIT; SELECT (rp_lock_info('x4b')).held")
+is "$(echo $out)" "t t f" "taken in a subtransaction that commits: held until the top-level COMMIT"
+session_q s "DO \$\$ BEGIN BEGIN PERFORM rp_acquire_xact('x5', 30000); PERFORM 1/0; EXCEPTION WHEN division_by_zero THEN NULL; END; END \$\$" >/dev/null
+is "$(held x5)" "f" "taken in a PL/pgSQL block whose exception was caught: released with the block"
+out=$(session_q s "BEGIN; SELECT (rp_acquire('x6', 30000)).fence IS NOT NULL; ROLLBACK; SELECT (rp_lock_info('x6')).held; SELECT rp_release('x6')")
+is "$(echo $out)" "t t t" "a session lease (rp_acquire) survives ROLLBACK, like pg_advisory_lock"
+
+# The commit-time check.  A 300 ms lease expires mid-transaction and another
+# holder takes the lock; the naive transaction commits its write anyway.
+q "CREATE TABLE IF NOT EXISTS ledger (entry text)" "TRUNCATE ledger" >/dev/null
+lost_lease() {  # verify label
+	session_q s "BEGIN; SELECT rp_acquire_xact('x7', 300, 0, 0, $1) IS NOT NULL; INSERT INTO ledger VALUES ('$2'); SELECT pg_sleep(0.4)" >/dev/null
+	q "SELECT (rp_acquire('x7', 30000)).fence IS NOT NULL" >/dev/null   # a second holder
+	session_q s "COMMIT"
+	q "SELECT rp_release_all()" >/dev/null
+}
+out=$(lost_lease false naive)
+is "$out" "" "without verify_at_commit, the transaction commits after its lease was lost"
+is "$(q "SELECT count(*) FROM ledger WHERE entry = 'naive'")" "1" "and its write landed while another holder had the lock"
+q "SELECT rp_test.redis('DEL', rp_test.key('x7', 'lock'))" >/dev/null
+out=$(lost_lease true verified)
+is "$out" "ERROR:  RP002" "with verify_at_commit, COMMIT fails with RP002"
+is "$(q "SELECT count(*) FROM ledger WHERE entry = 'verified'")" "0" "and the write is rolled back"
+q "SELECT rp_test.redis('DEL', rp_test.key('x7', 'lock'))" >/dev/null
+out=$(session_q s "BEGIN; SELECT rp_acquire_xact('x7', 30000, 0, 0, true) IS NOT NULL; INSERT INTO ledger VALUES ('kept'); COMMIT; SELECT count(*) FROM ledger WHERE entry = 'kept'; SELECT (rp_lock_info('x7')).held")
+is "$(echo $out)" "t 1 f" "a lease still held passes the check; the commit lands and releases it"
+
+# Release at transaction end never raises, even with Redis hung.
+session_q s "BEGIN; SELECT rp_acquire_xact('x8', 2000) IS NOT NULL" >/dev/null
+kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
+t=$(now_ms); out=$(session_q s "COMMIT"); el=$(( $(now_ms) - t ))
+kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
+echo "$out" | grep -q "^WARNING"; ok $? "COMMIT with Redis hung: a WARNING, not an error"
+cmp_ok "$el" -lt 3000 "and the commit is not held up past the cleanup deadline ($el ms)"
+is "$(session_q s "SELECT count(*) FROM rp_leases()")" "0" "the session no longer believes it holds the lease"
+sleep 2
+is "$(held x8)" "f" "the TTL was the safety net"
+session_q s "SET statement_timeout = '300ms'" >/dev/null
+t=$(now_ms); out=$(session_q s "SELECT pg_sleep(3)"); el=$(( $(now_ms) - t ))
+is "$out" "ERROR:  57014" "interrupts still work after a failed cleanup ($el ms)"
+session_close s
+
+# Backend exit releases what the session holds.
+q "SELECT (rp_acquire('x9', 60000)).fence IS NOT NULL" >/dev/null
+el=$(poll_free x9)
+cmp_ok "$el" -lt 2000 "a normal disconnect releases the session's lease ($el ms)"
+psql -X -q -d "$RP_DB" -c "SET application_name = 'victim'" -c "SELECT rp_acquire('x10', 60000)" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+victim=$!
+for i in $(seq 100); do [ "$(held x10)" = t ] && break; sleep 0.05; done
+is "$(held x10)" "t" "the victim holds a 60 s lease"
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'victim'" >/dev/null
+el=$(poll_free x10); wait $victim
+cmp_ok "$el" -lt 2000 "pg_terminate_backend releases it too ($el ms)"
+
+# A waiting backend shows up in pg_stat_activity.
+redis set "$(key x11 lock)" other px 60000 >/dev/null
+psql -X -q -d "$RP_DB" -c "SET application_name = 'waiter'" -c "SELECT rp_acquire('x11', 1000, 5000)" >/dev/null 2>&1 &
+waiter=$!
+ev=""
+for i in $(seq 60); do
+	ev=$(q "SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE application_name = 'waiter' AND state = 'active'")
+	[ -n "$ev" ] && break; sleep 0.05
+done
+is "$ev" "Extension/Extension" "a waiting rp_acquire shows wait_event Extension in pg_stat_activity"
+wait $waiter
+finish
