@@ -488,7 +488,15 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		{
 			/* The lease is counted from when it was asked for: conservative. */
 			TimestampTz expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
+			RpLease    *stale;
 
+			/*
+			 * Redis just granted this name to a new token, so any lease the
+			 * session still remembers for it has expired: forget it, or
+			 * rp_release(name) would find the dead one first.
+			 */
+			while ((stale = rp_registry_find(name, namelen, NULL)) != NULL)
+				rp_registry_remove(stale);
 			rp_registry_add(name, namelen, token, fence, expires, xact, verify);
 			PG_RETURN_DATUM(rp_make_lease(fcinfo, name, namelen, token, fence, expires));
 		}

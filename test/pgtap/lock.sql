@@ -1,7 +1,7 @@
 -- The lock's own failures: release discipline, waiting, lock_timeout, and
 -- Redis forgetting its scripts.
 BEGIN;
-SELECT plan(15);
+SELECT plan(17);
 
 CREATE TEMP TABLE lease (who text PRIMARY KEY, l rp_lease);
 
@@ -54,6 +54,15 @@ SELECT rp_test.redis('SCRIPT', 'FLUSH');
 SELECT ok(rp_release('flush'), 'after SCRIPT FLUSH, release still works (NOSCRIPT retried)');
 SELECT ok(rp_acquire('flush', 10000) IS NOT NULL, 'and acquire too');
 SELECT rp_release_all();
+
+-- A session whose lease expired and that acquires the name again holds only
+-- the new lease: rp_release(name) releases it.
+SELECT rp_acquire('again', 100);
+SELECT pg_sleep(0.15);
+SELECT rp_acquire('again', 10000);
+SELECT is((SELECT count(*) FROM rp_leases() WHERE name = 'again'), 1::bigint,
+          're-acquiring an expired name leaves one lease in rp_leases()');
+SELECT ok(rp_release('again'), 'and rp_release(name) releases the live one');
 
 SELECT * FROM finish();
 ROLLBACK;
