@@ -27,6 +27,7 @@
 #include "pgstat.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
+#include "lib/stringinfo.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -44,6 +45,8 @@ static char *rp_password_file = NULL;
 static int	rp_connect_timeout_ms = 2000;
 int			rp_command_timeout_ms = 2000;
 char	   *rp_key_prefix = NULL;
+static char *rp_sentinels = NULL;
+static char *rp_sentinel_master = NULL;
 
 /* The connection, and whether the settings changed since it was opened. */
 static redisContext *rp_ctx = NULL;
@@ -52,13 +55,95 @@ static int	rp_waitset_socket;		/* position of the socket in rp_waitset */
 static int	rp_waitset_events;		/* what it is waited for now */
 static bool rp_config_changed = false;
 
+/*
+ * In Sentinel mode: the master the sentinels named last (what messages
+ * name), or the sentinel being asked while discovery runs.
+ */
+static char rp_peer_host[256] = "";
+static int	rp_peer_port = 0;
+static const char *rp_peer_role = NULL;	/* "master", "sentinel" */
+
+static bool
+rp_sentinel_mode(void)
+{
+	return rp_sentinels != NULL && rp_sentinels[0] != '\0';
+}
+
 /* What a failure message names: "host:port" or the socket path. */
 static const char *
 rp_conn_target(void)
 {
+	if (rp_sentinel_mode())
+	{
+		if (rp_peer_host[0] == '\0')
+			return psprintf("of master \"%s\" (sentinels %s)",
+							rp_sentinel_master, rp_sentinels);
+		return psprintf("%s:%d (%s of \"%s\")", rp_peer_host, rp_peer_port,
+						rp_peer_role ? rp_peer_role : "master",
+						rp_sentinel_master);
+	}
 	if (rp_unix_socket && rp_unix_socket[0])
 		return psprintf("unix socket \"%s\"", rp_unix_socket);
 	return psprintf("%s:%d", rp_host ? rp_host : "", rp_port);
+}
+
+/*
+ * Split "host:port,host:port" into its next entry.  *pos walks the string.
+ * Returns false at the end; an entry without a valid port sets *port = 0.
+ */
+static bool
+rp_next_hostport(const char **pos, char *host, size_t hostsize, int *port)
+{
+	const char *p = *pos;
+	const char *end;
+	const char *colon = NULL;
+	size_t		hlen;
+	char	   *endp;
+	long		v;
+
+	while (*p == ' ' || *p == ',')
+		p++;
+	if (*p == '\0')
+		return false;
+	end = p + strcspn(p, ",");
+	*pos = end;
+	for (const char *q = p; q < end; q++)
+		if (*q == ':')
+			colon = q;
+	*port = 0;
+	host[0] = '\0';
+	if (colon == NULL || colon == p)
+		return true;
+	hlen = Min((size_t) (colon - p), hostsize - 1);
+	memcpy(host, p, hlen);
+	host[hlen] = '\0';
+	errno = 0;
+	v = strtol(colon + 1, &endp, 10);
+	while (endp < end && *endp == ' ')
+		endp++;
+	if (errno == 0 && endp == end && v >= 1 && v <= 65535)
+		*port = (int) v;
+	return true;
+}
+
+static bool
+rp_check_sentinels(char **newval, void **extra, GucSource source)
+{
+	const char *pos = *newval;
+	char		host[256];
+	int			port;
+
+	if (pos == NULL)
+		return true;
+	while (rp_next_hostport(&pos, host, sizeof(host), &port))
+	{
+		if (port == 0 || host[0] == '\0')
+		{
+			GUC_check_errdetail("Each entry must be host:port, entries separated by commas.");
+			return false;
+		}
+	}
+	return true;
 }
 
 static void
@@ -141,6 +226,15 @@ rp_conn_init(void)
 							"Time allowed for one Redis command's round trip; on expiry the connection is dropped.",
 							NULL, &rp_command_timeout_ms, 2000, 1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomStringVariable("redis_primitives.sentinels",
+							   "Redis Sentinels to ask for the master, as host:port entries separated by commas; when set, host, port and unix_socket are not used.",
+							   "The sentinels are asked in turn on every new connection; a lost connection or a READONLY reply makes the next call ask again.",
+							   &rp_sentinels, "", PGC_SUSET, 0,
+							   rp_check_sentinels, rp_mark_changed, NULL);
+	DefineCustomStringVariable("redis_primitives.sentinel_master",
+							   "Name of the master the sentinels monitor (their \"sentinel monitor\" name).",
+							   NULL, &rp_sentinel_master, "mymaster", PGC_SUSET, 0,
+							   NULL, rp_mark_changed, NULL);
 	DefineCustomStringVariable("redis_primitives.key_prefix",
 							   "Prefix of every Redis key this extension writes.",
 							   NULL, &rp_key_prefix, "rp:", PGC_SUSET, 0,
@@ -296,25 +390,18 @@ rp_connect_wait(redisContext *c, TimestampTz deadline)
 	PG_END_TRY();
 }
 
+/* Open a non-blocking TCP (or unix) connection as rp_ctx; 08001 if it fails. */
 static void
-rp_connect(void)
+rp_open(const char *host, int port, const char *unix_socket, TimestampTz deadline)
 {
-	TimestampTz deadline;
 	redisContext *c;
-	const char *password;
-	int			ncmds = 0;
-	RpReply    *replies[2];
 
 	rp_conn_reset();
-	rp_config_changed = false;
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   rp_connect_timeout_ms);
-
 	/* Name resolution inside hiredis is the one step not under the latch. */
-	if (rp_unix_socket && rp_unix_socket[0])
-		c = redisConnectUnixNonBlock(rp_unix_socket);
+	if (unix_socket && unix_socket[0])
+		c = redisConnectUnixNonBlock(unix_socket);
 	else
-		c = redisConnectNonBlock(rp_host, rp_port);
+		c = redisConnectNonBlock(host, port);
 	if (c == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -323,10 +410,88 @@ rp_connect(void)
 	if (c->err)
 		rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 				"could not connect to Redis", pstrdup(c->errstr));
-
 	rp_connect_wait(c, deadline);
+}
 
-	/* AUTH and SELECT, pipelined: one round trip. */
+/*
+ * Ask one sentinel where the master is.  Returns true with *port set and
+ * host filled in; false with *why set when this sentinel could not answer
+ * (down, timed out, does not know the master).  Cancel, statement_timeout
+ * and anything unexpected propagate.
+ */
+static bool
+rp_sentinel_ask(const char *shost, int sport, TimestampTz deadline,
+				char *host, size_t hostsize, int *port, char **why)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool found = false;
+
+	strlcpy(rp_peer_host, shost, sizeof(rp_peer_host));
+	rp_peer_port = sport;
+	rp_peer_role = "sentinel";
+	PG_TRY();
+	{
+		const char *argv[3] = {"SENTINEL", "get-master-addr-by-name",
+		rp_sentinel_master};
+		RpReply    *r;
+
+		rp_open(shost, sport, NULL, deadline);
+		if (redisAppendCommandArgv(rp_ctx, 3, argv, NULL) != REDIS_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory while building a Redis command")));
+		rp_exchange(1, deadline, &r, false);
+		rp_conn_reset();
+		if (r->type == RP_REPLY_ARRAY && r->nelem == 2 &&
+			r->elem[0]->type == RP_REPLY_STRING &&
+			r->elem[1]->type == RP_REPLY_STRING && atoi(r->elem[1]->str) > 0)
+		{
+			strlcpy(host, r->elem[0]->str, hostsize);
+			*port = atoi(r->elem[1]->str);
+			found = true;
+		}
+		else if (r->type == RP_REPLY_STRING && r->integer == -1)
+			*why = psprintf("sentinel %s:%d said: %s", shost, sport, r->str);
+		else
+			*why = psprintf("sentinel %s:%d does not know master \"%s\"",
+							shost, sport, rp_sentinel_master);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION &&
+			edata->sqlerrcode != ERRCODE_CONNECTION_FAILURE)
+		{
+			FreeErrorData(edata);
+			rp_conn_reset();
+			PG_RE_THROW();
+		}
+		FlushErrorState();
+		rp_conn_reset();
+		*why = psprintf("sentinel %s:%d: %s", shost, sport,
+						edata->detail ? edata->detail : edata->message);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return found;
+}
+
+/*
+ * AUTH, SELECT and (against a master the sentinels named) ROLE, pipelined:
+ * one round trip.  08001 if the server is a replica: the sentinels may be
+ * mid-failover, and the caller asks the next one.
+ */
+static void
+rp_handshake(TimestampTz deadline, bool check_role)
+{
+	const char *password;
+	int			ncmds = 0;
+	RpReply    *replies[3];
+	redisContext *c = rp_ctx;
+
 	password = rp_password;
 	if ((password == NULL || password[0] == '\0') &&
 		rp_password_file && rp_password_file[0])
@@ -356,26 +521,164 @@ rp_connect(void)
 		redisAppendCommandArgv(c, 2, argv, NULL);
 		ncmds++;
 	}
-	if (ncmds > 0)
+	if (check_role)
 	{
-		rp_exchange(ncmds, deadline, replies, false);
-		for (int i = 0; i < ncmds; i++)
-		{
-			if (replies[i]->integer == -1 && replies[i]->type == RP_REPLY_STRING)
-			{
-				bool		auth = (i == 0 && password && password[0]);
+		const char *argv[1] = {"ROLE"};
 
-				rp_conn_reset();
-				ereport(ERROR,
-						(errcode(auth ? rp_error_sqlstate(replies[i]->str)
-								 : ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-						 errmsg(auth ? "could not authenticate to Redis"
-								: "could not select the Redis database"),
-						 errdetail("Redis server %s said: %s",
-								   rp_conn_target(), replies[i]->str)));
-			}
+		redisAppendCommandArgv(c, 1, argv, NULL);
+		ncmds++;
+	}
+	if (ncmds == 0)
+		return;
+	rp_exchange(ncmds, deadline, replies, false);
+	for (int i = 0; i < ncmds; i++)
+	{
+		bool		is_role = (check_role && i == ncmds - 1);
+
+		if (replies[i]->integer == -1 && replies[i]->type == RP_REPLY_STRING)
+		{
+			bool		auth = (i == 0 && password && password[0]);
+
+			rp_conn_reset();
+			ereport(ERROR,
+					(errcode(auth ? rp_error_sqlstate(replies[i]->str)
+							 : ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg(auth ? "could not authenticate to Redis"
+							: is_role ? "could not ask Redis for its role"
+							: "could not select the Redis database"),
+					 errdetail("Redis server %s said: %s",
+							   rp_conn_target(), replies[i]->str)));
+		}
+		if (is_role &&
+			!(replies[i]->type == RP_REPLY_ARRAY && replies[i]->nelem > 0 &&
+			  replies[i]->elem[0]->type == RP_REPLY_STRING &&
+			  strcmp(replies[i]->elem[0]->str, "master") == 0))
+			rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+					"could not connect to Redis",
+					"the server the sentinels named is not a master (a failover may be under way)");
+	}
+}
+
+/* Connect to the master a sentinel named; on failure, say why in *why. */
+static void
+rp_sentinel_try_master(const char *mhost, int mport, const char *shost,
+					   int sport, TimestampTz deadline, StringInfo why)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	strlcpy(rp_peer_host, mhost, sizeof(rp_peer_host));
+	rp_peer_port = mport;
+	rp_peer_role = "master";
+	PG_TRY();
+	{
+		rp_open(mhost, mport, NULL, deadline);
+		rp_handshake(deadline, true);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION &&
+			edata->sqlerrcode != ERRCODE_CONNECTION_FAILURE)
+		{
+			FreeErrorData(edata);
+			rp_conn_reset();
+			PG_RE_THROW();
+		}
+		FlushErrorState();
+		rp_conn_reset();
+		appendStringInfo(why, "%smaster %s:%d named by sentinel %s:%d: %s",
+						 why->len ? "; " : "", mhost, mport, shost, sport,
+						 edata->detail ? edata->detail : edata->message);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Sentinel mode: ask the sentinels in turn for the master, connect to it and
+ * check it is one.  The whole search shares one connect_timeout; a sentinel
+ * that does not answer gets a fair share of what is left, not all of it.
+ * The sentinel that answered is asked first next time.
+ */
+static void
+rp_connect_sentinel(TimestampTz deadline)
+{
+	static int	first = 0;
+	int			n = 0;
+	char		shost[256];
+	int			sport;
+	const char *pos;
+	StringInfoData why;
+
+	initStringInfo(&why);
+	pos = rp_sentinels;
+	while (rp_next_hostport(&pos, shost, sizeof(shost), &sport))
+		n++;
+
+	for (int k = 0; k < n; k++)
+	{
+		int			idx = (first + k) % n;
+		int			j = 0;
+		char		mhost[256];
+		int			mport;
+		char	   *reason = NULL;
+		long		left;
+		TimestampTz until;
+
+		pos = rp_sentinels;
+		while (rp_next_hostport(&pos, shost, sizeof(shost), &sport) && j++ < idx)
+			;
+		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		if (left <= 0)
+			break;
+		until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											Max(left / (n - k), Min(left, 100)));
+		if (!rp_sentinel_ask(shost, sport, until, mhost, sizeof(mhost), &mport,
+							 &reason))
+		{
+			appendStringInfo(&why, "%s%s", why.len ? "; " : "", reason);
+			continue;
+		}
+
+		/* Connect to the master it named; a failure there asks the next. */
+		rp_sentinel_try_master(mhost, mport, shost, sport, deadline, &why);
+		if (rp_ctx != NULL)
+		{
+			first = idx;
+			return;
 		}
 	}
+
+	rp_peer_host[0] = '\0';
+	if (why.len == 0)
+		appendStringInfo(&why, "no time left within redis_primitives.connect_timeout (%d ms)",
+						 rp_connect_timeout_ms);
+	ereport(ERROR,
+			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not connect to the Redis master \"%s\" through its sentinels",
+					rp_sentinel_master),
+			 errdetail("%s.", why.data)));
+}
+
+static void
+rp_connect(void)
+{
+	TimestampTz deadline;
+
+	rp_conn_reset();
+	rp_config_changed = false;
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   rp_connect_timeout_ms);
+	if (rp_sentinel_mode())
+	{
+		rp_connect_sentinel(deadline);
+		return;
+	}
+	rp_open(rp_host, rp_port, rp_unix_socket, deadline);
+	rp_handshake(deadline, false);
 }
 
 /* ------------------------------------------------------------------------
@@ -454,6 +757,24 @@ static void
 rp_raise_redis_error(const char *msg)
 {
 	int			sqlstate = rp_error_sqlstate(msg);
+
+	/*
+	 * In Sentinel mode a READONLY reply means the server we hold was demoted
+	 * by a failover: drop it, so that the next call asks the sentinels.  The
+	 * command is not retried here: a script refused as READONLY did not run,
+	 * but the caller decides whether to try again.
+	 */
+	if (sqlstate == ERRCODE_READ_ONLY_SQL_TRANSACTION && rp_sentinel_mode())
+	{
+		const char *target = rp_conn_target();
+
+		rp_conn_reset();
+		ereport(ERROR,
+				(errcode(sqlstate),
+				 errmsg("Redis returned an error"),
+				 errdetail("Redis server %s said: %s", target, msg),
+				 errhint("The server is no longer the master; the next call asks the sentinels for the new one.")));
+	}
 
 	if (sqlstate == ERRCODE_OUT_OF_MEMORY)
 		ereport(ERROR,
