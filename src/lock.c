@@ -15,6 +15,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "funcapi.h"
@@ -25,6 +27,7 @@
 #include "storage/lock.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "common/pg_prng.h"
@@ -54,6 +57,10 @@ typedef struct RpLease
 } RpLease;
 
 static List *rp_leases_held = NIL;	/* of RpLease *, in TopMemoryContext */
+
+/* Settings: how many replicas must have a new fence token before it is used. */
+static int	rp_fence_replicas = 0;
+static int	rp_fence_replicas_timeout_ms = 500;
 static bool rp_callbacks_registered = false;
 
 /* ------------------------------------------------------------------------
@@ -399,6 +406,54 @@ void
 rp_lock_init(void)
 {
 	/* Callbacks are registered on first use: this may run in the postmaster. */
+	DefineCustomIntVariable("redis_primitives.fence_replicas",
+							"Number of Redis replicas that must acknowledge a new fence token before rp_acquire returns it.",
+							"0 (the default) does not wait.  Otherwise WAIT follows the acquire script, one more round trip; if fewer replicas acknowledge in time, the lease is released and the acquire fails with RP003.",
+							&rp_fence_replicas, 0, 0, 64, PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("redis_primitives.fence_replicas_timeout",
+							"Time Redis' WAIT may take for redis_primitives.fence_replicas acknowledgements.",
+							"Capped at half of redis_primitives.command_timeout, so the reply comes back before the command times out.",
+							&rp_fence_replicas_timeout_ms, 500, 1, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+}
+
+/*
+ * With fence_replicas > 0: WAIT until that many replicas have the counter
+ * increment the acquire script just made, so that a failover to one of them
+ * cannot re-issue the token.  Too few in time: release the lease (quietly,
+ * bounded: the TTL is the safety net) and fail with RP003, rather than hand
+ * out a token the setting exists to refuse.
+ */
+static void
+rp_wait_replicas(const char *name, size_t namelen, const char *token, int64 fence)
+{
+	RpArg		cmd[3];
+	int64		acked;
+	int			timeout = Max(1, Min(rp_fence_replicas_timeout_ms,
+									 rp_command_timeout_ms / 2));
+	RpLease    *l;
+
+	if (rp_fence_replicas <= 0)
+		return;
+	cmd[0] = rp_arg_str("WAIT");
+	cmd[1] = rp_arg_int(rp_fence_replicas);
+	cmd[2] = rp_arg_int(timeout);
+	acked = rp_reply_int(rp_command(3, cmd), "WAIT");
+	if (acked >= rp_fence_replicas)
+		return;
+	l = palloc0(sizeof(RpLease));
+	l->name = (char *) name;
+	l->namelen = namelen;
+	strlcpy(l->token, token, sizeof(l->token));
+	(void) rp_release_leases(list_make1(l), true);
+	ereport(ERROR,
+			(errcode(MAKE_SQLSTATE('R', 'P', '0', '0', '3')),
+			 errmsg("fence token for \"%s\" was not replicated", pnstrdup(name, namelen)),
+			 errdetail(INT64_FORMAT " of %d replica(s) acknowledged fence token " INT64_FORMAT
+					   " within %d ms; the lease was released.",
+					   acked, rp_fence_replicas, fence, timeout),
+			 errhint("A failover now could re-issue this token.  Check the replicas, or lower redis_primitives.fence_replicas.")));
 }
 
 /* ------------------------------------------------------------------------
@@ -488,6 +543,8 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		{
 			/* The lease is counted from when it was asked for: conservative. */
 			TimestampTz expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
+
+			rp_wait_replicas(name, namelen, token, fence);
 
 			rp_registry_add(name, namelen, token, fence, expires, xact, verify);
 			PG_RETURN_DATUM(rp_make_lease(fcinfo, name, namelen, token, fence, expires));
