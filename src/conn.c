@@ -47,6 +47,7 @@ int			rp_command_timeout_ms = 2000;
 char	   *rp_key_prefix = NULL;
 static char *rp_sentinels = NULL;
 static char *rp_sentinel_master = NULL;
+static bool rp_cluster = false;
 
 /* The connection, and whether the settings changed since it was opened. */
 static redisContext *rp_ctx = NULL;
@@ -82,6 +83,8 @@ rp_conn_target(void)
 						rp_peer_role ? rp_peer_role : "master",
 						rp_sentinel_master);
 	}
+	if (rp_cluster && rp_peer_host[0] != '\0')
+		return psprintf("%s:%d (cluster node)", rp_peer_host, rp_peer_port);
 	if (rp_unix_socket && rp_unix_socket[0])
 		return psprintf("unix socket \"%s\"", rp_unix_socket);
 	return psprintf("%s:%d", rp_host ? rp_host : "", rp_port);
@@ -154,6 +157,12 @@ rp_mark_changed(const char *newval, void *extra)
 
 static void
 rp_mark_changed_int(int newval, void *extra)
+{
+	rp_config_changed = true;
+}
+
+static void
+rp_mark_changed_bool(bool newval, void *extra)
 {
 	rp_config_changed = true;
 }
@@ -235,6 +244,11 @@ rp_conn_init(void)
 							   "Name of the master the sentinels monitor (their \"sentinel monitor\" name).",
 							   NULL, &rp_sentinel_master, "mymaster", PGC_SUSET, 0,
 							   NULL, rp_mark_changed, NULL);
+	DefineCustomBoolVariable("redis_primitives.cluster",
+							 "Talk to a Redis Cluster: host and port name any node of it; each call goes to the node serving its keys' hash slot.",
+							 "The slot map is read with CLUSTER SLOTS and kept per process; MOVED and ASK redirections are followed, at most two per call.",
+							 &rp_cluster, false, PGC_SUSET, 0,
+							 NULL, rp_mark_changed_bool, NULL);
 	DefineCustomStringVariable("redis_primitives.key_prefix",
 							   "Prefix of every Redis key this extension writes.",
 							   NULL, &rp_key_prefix, "rp:", PGC_SUSET, 0,
@@ -246,8 +260,9 @@ rp_conn_init(void)
  * ------------------------------------------------------------------------
  */
 
-void
-rp_conn_reset(void)
+/* Drop the current connection (in Cluster mode: to the current node). */
+static void
+rp_conn_drop(void)
 {
 	/* The wait set watches the socket: free it before the socket closes. */
 	if (rp_waitset != NULL)
@@ -260,6 +275,143 @@ rp_conn_reset(void)
 		redisFree(rp_ctx);
 		rp_ctx = NULL;
 	}
+}
+
+/* ------------------------------------------------------------------------
+ * Redis Cluster: the slot map and one connection per node.
+ *
+ * The connection in use is always rp_ctx/rp_waitset, so everything below
+ * (waits, exchanges, failures) works unchanged; switching nodes parks the
+ * current connection in its node's entry and takes out the other's.
+ * ------------------------------------------------------------------------
+ */
+#define RP_CLUSTER_SLOTS	16384
+#define RP_MAX_NODES		64
+#define RP_MAX_REDIRECTS	2
+
+typedef struct RpNode
+{
+	char		host[256];
+	int			port;
+	redisContext *ctx;			/* parked connection; NULL while current */
+	WaitEventSet *waitset;
+	int			waitset_socket;
+	int			waitset_events;
+} RpNode;
+
+static RpNode rp_nodes[RP_MAX_NODES];
+static int	rp_nnodes = 0;
+static int	rp_cur_node = -1;	/* whose connection rp_ctx is */
+static int16 rp_slot_node[RP_CLUSTER_SLOTS];
+static bool rp_slots_valid = false;
+
+/* CRC16-CCITT (XMODEM), as Redis' crc16.c: polynomial 0x1021, init 0. */
+static uint16
+rp_crc16(const char *buf, size_t len)
+{
+	uint16		crc = 0;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		crc ^= (uint16) ((unsigned char) buf[i]) << 8;
+		for (int b = 0; b < 8; b++)
+			crc = (crc & 0x8000) ? (uint16) ((crc << 1) ^ 0x1021) : (uint16) (crc << 1);
+	}
+	return crc;
+}
+
+/* The slot of a key, as Redis computes it (the hash tag rule included). */
+int
+rp_key_slot(const char *key, size_t len)
+{
+	size_t		s,
+				e;
+
+	for (s = 0; s < len; s++)
+		if (key[s] == '{')
+			break;
+	if (s < len)
+	{
+		for (e = s + 1; e < len; e++)
+			if (key[e] == '}')
+				break;
+		if (e < len && e != s + 1)
+			return rp_crc16(key + s + 1, e - s - 1) & (RP_CLUSTER_SLOTS - 1);
+	}
+	return rp_crc16(key, len) & (RP_CLUSTER_SLOTS - 1);
+}
+
+bool
+rp_cluster_mode(void)
+{
+	return rp_cluster;
+}
+
+/* Make node i's connection the current one. */
+static void
+rp_use_node(int i)
+{
+	if (i == rp_cur_node)
+		return;
+	if (rp_cur_node >= 0)
+	{
+		RpNode	   *cur = &rp_nodes[rp_cur_node];
+
+		cur->ctx = rp_ctx;
+		cur->waitset = rp_waitset;
+		cur->waitset_socket = rp_waitset_socket;
+		cur->waitset_events = rp_waitset_events;
+	}
+	else
+		rp_conn_drop();			/* a connection of no node: not kept */
+	rp_ctx = rp_nodes[i].ctx;
+	rp_waitset = rp_nodes[i].waitset;
+	rp_waitset_socket = rp_nodes[i].waitset_socket;
+	rp_waitset_events = rp_nodes[i].waitset_events;
+	rp_nodes[i].ctx = NULL;
+	rp_nodes[i].waitset = NULL;
+	rp_cur_node = i;
+	strlcpy(rp_peer_host, rp_nodes[i].host, sizeof(rp_peer_host));
+	rp_peer_port = rp_nodes[i].port;
+	rp_peer_role = "cluster node";
+}
+
+/* The node entry for host:port, added if new. */
+static int
+rp_node_find_or_add(const char *host, int port)
+{
+	for (int i = 0; i < rp_nnodes; i++)
+		if (rp_nodes[i].port == port && strcmp(rp_nodes[i].host, host) == 0)
+			return i;
+	if (rp_nnodes == RP_MAX_NODES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("Redis Cluster has more than %d nodes", RP_MAX_NODES)));
+	memset(&rp_nodes[rp_nnodes], 0, sizeof(RpNode));
+	strlcpy(rp_nodes[rp_nnodes].host, host, sizeof(rp_nodes[rp_nnodes].host));
+	rp_nodes[rp_nnodes].port = port;
+	return rp_nnodes++;
+}
+
+/* Drop every connection and forget the cluster's shape. */
+void
+rp_conn_reset(void)
+{
+	for (int i = 0; i < rp_nnodes; i++)
+	{
+		if (i == rp_cur_node)
+			continue;
+		if (rp_nodes[i].waitset != NULL)
+			FreeWaitEventSet(rp_nodes[i].waitset);
+		if (rp_nodes[i].ctx != NULL)
+			redisFree(rp_nodes[i].ctx);
+		rp_nodes[i].waitset = NULL;
+		rp_nodes[i].ctx = NULL;
+	}
+	rp_conn_drop();
+	rp_nnodes = 0;
+	rp_cur_node = -1;
+	rp_slots_valid = false;
 }
 
 /*
@@ -313,7 +465,9 @@ rp_fail(int sqlstate, const char *msg, const char *why)
 {
 	const char *target = rp_conn_target();
 
-	rp_conn_reset();
+	rp_conn_drop();
+	/* The node may be gone or have lost its slots: ask for the map again. */
+	rp_slots_valid = false;
 	ereport(ERROR,
 			(errcode(sqlstate),
 			 errmsg("%s", msg),
@@ -384,7 +538,7 @@ rp_connect_wait(redisContext *c, TimestampTz deadline)
 	}
 	PG_CATCH();
 	{
-		rp_conn_reset();
+		rp_conn_drop();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -396,7 +550,7 @@ rp_open(const char *host, int port, const char *unix_socket, TimestampTz deadlin
 {
 	redisContext *c;
 
-	rp_conn_reset();
+	rp_conn_drop();
 	/* Name resolution inside hiredis is the one step not under the latch. */
 	if (unix_socket && unix_socket[0])
 		c = redisConnectUnixNonBlock(unix_socket);
@@ -441,7 +595,7 @@ rp_sentinel_ask(const char *shost, int sport, TimestampTz deadline,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("out of memory while building a Redis command")));
 		rp_exchange(1, deadline, &r, false);
-		rp_conn_reset();
+		rp_conn_drop();
 		if (r->type == RP_REPLY_ARRAY && r->nelem == 2 &&
 			r->elem[0]->type == RP_REPLY_STRING &&
 			r->elem[1]->type == RP_REPLY_STRING && atoi(r->elem[1]->str) > 0)
@@ -466,11 +620,11 @@ rp_sentinel_ask(const char *shost, int sport, TimestampTz deadline,
 			edata->sqlerrcode != ERRCODE_CONNECTION_FAILURE)
 		{
 			FreeErrorData(edata);
-			rp_conn_reset();
+			rp_conn_drop();
 			PG_RE_THROW();
 		}
 		FlushErrorState();
-		rp_conn_reset();
+		rp_conn_drop();
 		*why = psprintf("sentinel %s:%d: %s", shost, sport,
 						edata->detail ? edata->detail : edata->message);
 		FreeErrorData(edata);
@@ -539,7 +693,7 @@ rp_handshake(TimestampTz deadline, bool check_role)
 		{
 			bool		auth = (i == 0 && password && password[0]);
 
-			rp_conn_reset();
+			rp_conn_drop();
 			ereport(ERROR,
 					(errcode(auth ? rp_error_sqlstate(replies[i]->str)
 							 : ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
@@ -584,11 +738,11 @@ rp_sentinel_try_master(const char *mhost, int mport, const char *shost,
 			edata->sqlerrcode != ERRCODE_CONNECTION_FAILURE)
 		{
 			FreeErrorData(edata);
-			rp_conn_reset();
+			rp_conn_drop();
 			PG_RE_THROW();
 		}
 		FlushErrorState();
-		rp_conn_reset();
+		rp_conn_drop();
 		appendStringInfo(why, "%smaster %s:%d named by sentinel %s:%d: %s",
 						 why->len ? "; " : "", mhost, mport, shost, sport,
 						 edata->detail ? edata->detail : edata->message);
@@ -668,7 +822,7 @@ rp_connect(void)
 {
 	TimestampTz deadline;
 
-	rp_conn_reset();
+	rp_conn_drop();
 	rp_config_changed = false;
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   rp_connect_timeout_ms);
@@ -768,7 +922,7 @@ rp_raise_redis_error(const char *msg)
 	{
 		const char *target = rp_conn_target();
 
-		rp_conn_reset();
+		rp_conn_drop();
 		ereport(ERROR,
 				(errcode(sqlstate),
 				 errmsg("Redis returned an error"),
@@ -866,7 +1020,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out, bool raise_errors)
 	{
 		if (held != NULL)
 			freeReplyObject(held);
-		rp_conn_reset();
+		rp_conn_drop();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -875,12 +1029,45 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out, bool raise_errors)
 		rp_raise_redis_error(first_error);
 }
 
+/* A changed setting drops every connection before the next command. */
+static void rp_cluster_load_slots(void);
+static void rp_cluster_connect_node(int i, TimestampTz deadline);
+static RpReply *rp_eval_cluster(const RpScript *script, int nkeys,
+								const RpArg *keys, int nargs,
+								const RpArg *argv, int timeout_ms);
+
+static void
+rp_check_config(void)
+{
+	if (rp_config_changed)
+	{
+		rp_conn_reset();
+		rp_config_changed = false;
+	}
+	if (rp_cluster && rp_sentinel_mode())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("redis_primitives.cluster and redis_primitives.sentinels cannot be used together"),
+				 errhint("Redis Cluster does its own failover: point redis_primitives.host and port at any of its nodes.")));
+}
+
 /* Open the connection if needed; drop one the server closed while idle. */
 static void
 rp_ensure_connected(void)
 {
-	if (rp_ctx != NULL && (rp_config_changed || rp_conn_is_stale()))
-		rp_conn_reset();
+	rp_check_config();
+	if (rp_cluster)
+	{
+		/* Commands without keys go to the node used last. */
+		if (rp_cur_node < 0)
+			rp_cluster_load_slots();
+		rp_cluster_connect_node(rp_cur_node,
+								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															rp_connect_timeout_ms));
+		return;
+	}
+	if (rp_ctx != NULL && rp_conn_is_stale())
+		rp_conn_drop();
 	if (rp_ctx == NULL)
 		rp_connect();
 }
@@ -921,13 +1108,262 @@ rp_append_script(const char *verb, const char *body, int nkeys,
 	}
 	if (redisAppendCommandArgv(rp_ctx, argc, av, al) != REDIS_OK)
 	{
-		rp_conn_reset();
+		rp_conn_drop();
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory while building a Redis command")));
 	}
 	pfree(av);
 	pfree(al);
+}
+
+/*
+ * In a PG_CATCH block: a connection failure (08001, 08006) is absorbed and
+ * described in why; anything else (cancel, statement_timeout, a bug) is
+ * re-thrown.
+ */
+static void
+rp_absorb_connection_error(MemoryContext cxt, StringInfo why, const char *who)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	if (edata->sqlerrcode != ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION &&
+		edata->sqlerrcode != ERRCODE_CONNECTION_FAILURE)
+	{
+		FreeErrorData(edata);
+		rp_conn_drop();
+		PG_RE_THROW();
+	}
+	FlushErrorState();
+	rp_conn_drop();
+	appendStringInfo(why, "%s%s: %s", why->len ? "; " : "", who,
+					 edata->detail ? edata->detail : edata->message);
+	FreeErrorData(edata);
+}
+
+/* Make node i current and connected (AUTH, no SELECT: Cluster has db 0). */
+static void
+rp_cluster_connect_node(int i, TimestampTz deadline)
+{
+	rp_use_node(i);
+	if (rp_ctx != NULL && rp_conn_is_stale())
+		rp_conn_drop();
+	if (rp_ctx == NULL)
+	{
+		rp_open(rp_nodes[i].host, rp_nodes[i].port, NULL, deadline);
+		rp_handshake(deadline, false);
+	}
+}
+
+/* Fill the slot map from a CLUSTER SLOTS reply got from node asked. */
+static bool
+rp_cluster_parse_slots(const RpReply *r, int asked)
+{
+	int			covered = 0;
+
+	if (r->type != RP_REPLY_ARRAY)
+		return false;
+	for (int s = 0; s < RP_CLUSTER_SLOTS; s++)
+		rp_slot_node[s] = -1;
+	for (size_t k = 0; k < r->nelem; k++)
+	{
+		const RpReply *e = r->elem[k];
+		const RpReply *m;
+		const char *host;
+		int			n;
+
+		if (e->type != RP_REPLY_ARRAY || e->nelem < 3 ||
+			e->elem[0]->type != RP_REPLY_INTEGER ||
+			e->elem[1]->type != RP_REPLY_INTEGER ||
+			e->elem[2]->type != RP_REPLY_ARRAY || e->elem[2]->nelem < 2 ||
+			e->elem[2]->elem[0]->type != RP_REPLY_STRING ||
+			e->elem[2]->elem[1]->type != RP_REPLY_INTEGER)
+			continue;
+		m = e->elem[2];
+		/* An empty host means "the address you reached me at". */
+		host = m->elem[0]->len > 0 ? m->elem[0]->str : rp_nodes[asked].host;
+		n = rp_node_find_or_add(host, (int) m->elem[1]->integer);
+		for (long long s = Max(e->elem[0]->integer, 0);
+			 s <= Min(e->elem[1]->integer, RP_CLUSTER_SLOTS - 1); s++)
+		{
+			rp_slot_node[s] = (int16) n;
+			covered++;
+		}
+	}
+	return covered > 0;
+}
+
+/* Ask node i for the slot map; false (with why) if it could not answer. */
+static bool
+rp_cluster_try_slots(int i, TimestampTz deadline, StringInfo why)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool loaded = false;
+	char	   *who = psprintf("node %s:%d", rp_nodes[i].host, rp_nodes[i].port);
+
+	PG_TRY();
+	{
+		const char *argv[2] = {"CLUSTER", "SLOTS"};
+		RpReply    *r;
+
+		rp_cluster_connect_node(i, deadline);
+		if (redisAppendCommandArgv(rp_ctx, 2, argv, NULL) != REDIS_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory while building a Redis command")));
+		rp_exchange(1, deadline, &r, false);
+		if (r->type == RP_REPLY_STRING && r->integer == -1)
+			appendStringInfo(why, "%s%s said: %s", why->len ? "; " : "", who, r->str);
+		else if (rp_cluster_parse_slots(r, i))
+			loaded = true;
+		else
+			appendStringInfo(why, "%s%s: no slots in its CLUSTER SLOTS reply",
+							 why->len ? "; " : "", who);
+	}
+	PG_CATCH();
+	{
+		rp_absorb_connection_error(cxt, why, who);
+	}
+	PG_END_TRY();
+	return loaded;
+}
+
+/*
+ * Load the slot map: ask the configured host:port first (any node of the
+ * cluster will do), then every node known from an earlier map.  The node
+ * that answered stays current.
+ */
+static void
+rp_cluster_load_slots(void)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   rp_connect_timeout_ms);
+	int			seed = rp_node_find_or_add(rp_host, rp_port);
+	int			n = rp_nnodes;
+	StringInfoData why;
+
+	initStringInfo(&why);
+	rp_slots_valid = false;
+	for (int k = -1; k < n; k++)
+	{
+		int			i = (k < 0) ? seed : k;
+
+		if (k >= 0 && k == seed)
+			continue;
+		if (rp_cluster_try_slots(i, deadline, &why))
+		{
+			rp_slots_valid = true;
+			return;
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not read the Redis Cluster slot map"),
+			 errdetail("%s.", why.data)));
+}
+
+/* "MOVED 3999 127.0.0.1:6381" or "ASK ...": the node to go to, or -1. */
+static int
+rp_cluster_redirect(const char *msg, int *slot)
+{
+	const char *p = strchr(msg, ' ');
+	const char *colon;
+	char		host[256];
+	int			port;
+
+	if (p == NULL)
+		return -1;
+	*slot = atoi(p + 1);
+	p = strchr(p + 1, ' ');
+	if (p == NULL)
+		return -1;
+	p++;
+	colon = strrchr(p, ':');
+	if (colon == NULL)
+		return -1;
+	strlcpy(host, p, Min((size_t) (colon - p) + 1, sizeof(host)));
+	port = atoi(colon + 1);
+	if (port <= 0 || port > 65535 || *slot < 0 || *slot >= RP_CLUSTER_SLOTS)
+		return -1;
+	if (host[0] == '\0' && rp_cur_node >= 0)
+		strlcpy(host, rp_nodes[rp_cur_node].host, sizeof(host));
+	return rp_node_find_or_add(host, port);
+}
+
+/*
+ * Cluster mode: run the script on the node that serves its keys' slot.
+ * Every call's keys share one hash tag, so that is one node, one round trip
+ * in steady state.  MOVED updates the map and retries there; ASK (a slot
+ * being migrated) sends ASKING and the script to the target, pipelined, and
+ * leaves the map alone.  At most RP_MAX_REDIRECTS of either per call.
+ */
+static RpReply *
+rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
+				int nargs, const RpArg *argv, int timeout_ms)
+{
+	int			slot = nkeys > 0 ? rp_key_slot(keys[0].data, keys[0].len) : 0;
+	int			node;
+	bool		asking = false;
+	RpReply    *replies[2];
+	RpReply    *reply = NULL;
+
+	if (!rp_slots_valid || rp_slot_node[slot] < 0)
+		rp_cluster_load_slots();
+	node = rp_slot_node[slot];
+	if (node < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CANNOT_CONNECT_NOW),
+				 errmsg("no Redis Cluster node serves hash slot %d", slot),
+				 errhint("The cluster is being reconfigured or has lost a master.")));
+
+	for (int redirects = 0;; redirects++)
+	{
+		TimestampTz deadline;
+		int			to;
+		int			s;
+
+		rp_cluster_connect_node(node,
+								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															rp_connect_timeout_ms));
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+		for (int pass = 0; pass < 2; pass++)
+		{
+			int			n = 0;
+
+			if (asking)
+			{
+				const char *av[1] = {"ASKING"};
+
+				redisAppendCommandArgv(rp_ctx, 1, av, NULL);
+				n++;
+			}
+			/* Flushed or restarted: EVAL runs it and caches it again. */
+			rp_append_script(pass ? "EVAL" : "EVALSHA",
+							 pass ? script->text : script->sha1,
+							 nkeys, keys, nargs, argv);
+			n++;
+			rp_exchange(n, deadline, replies, false);
+			reply = replies[n - 1];
+			if (!rp_is_noscript(reply))
+				break;
+		}
+		if (!(reply->integer == -1 && reply->type == RP_REPLY_STRING))
+			return reply;
+		if (redirects < RP_MAX_REDIRECTS &&
+			(strncmp(reply->str, "MOVED ", 6) == 0 ||
+			 strncmp(reply->str, "ASK ", 4) == 0) &&
+			(to = rp_cluster_redirect(reply->str, &s)) >= 0)
+		{
+			asking = (reply->str[0] == 'A');
+			if (!asking)
+				rp_slot_node[s] = (int16) to;
+			node = to;
+			continue;
+		}
+		rp_raise_redis_error(reply->str);
+	}
 }
 
 static RpReply *
@@ -937,6 +1373,9 @@ rp_eval_internal(const RpScript *script, int nkeys, const RpArg *keys,
 	TimestampTz deadline;
 	RpReply    *reply;
 
+	rp_check_config();
+	if (rp_cluster)
+		return rp_eval_cluster(script, nkeys, keys, nargs, argv, timeout_ms);
 	rp_ensure_connected();
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 	rp_append_script("EVALSHA", script->sha1, nkeys, keys, nargs, argv);
@@ -1010,7 +1449,7 @@ rp_command(int argc, const RpArg *argv)
 	}
 	if (redisAppendCommandArgv(rp_ctx, argc, av, al) != REDIS_OK)
 	{
-		rp_conn_reset();
+		rp_conn_drop();
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
 						errmsg("out of memory while building a Redis command")));
 	}
