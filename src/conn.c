@@ -1298,6 +1298,12 @@ rp_cluster_redirect(const char *msg, int *slot)
  * in steady state.  MOVED updates the map and retries there; ASK (a slot
  * being migrated) sends ASKING and the script to the target, pipelined, and
  * leaves the map alone.  At most RP_MAX_REDIRECTS of either per call.
+ *
+ * TRYAGAIN is what a node answers a multi-key script during a slot
+ * migration when some of its keys have moved and some have not (or do not
+ * exist yet, like a free lock's key): the script was not run, so it is sent
+ * again after a short pause (5 ms doubling to 50 ms, interruptible), until
+ * the command's own timeout is spent.
  */
 static RpReply *
 rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
@@ -1308,6 +1314,10 @@ rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
 	bool		asking = false;
 	RpReply    *replies[2];
 	RpReply    *reply = NULL;
+	TimestampTz call_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															timeout_ms);
+	long		pause = 5;
+	int			redirects = 0;
 
 	if (!rp_slots_valid || rp_slot_node[slot] < 0)
 		rp_cluster_load_slots();
@@ -1318,7 +1328,7 @@ rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
 				 errmsg("no Redis Cluster node serves hash slot %d", slot),
 				 errhint("The cluster is being reconfigured or has lost a master.")));
 
-	for (int redirects = 0;; redirects++)
+	for (;;)
 	{
 		TimestampTz deadline;
 		int			to;
@@ -1360,6 +1370,23 @@ rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
 			if (!asking)
 				rp_slot_node[s] = (int16) to;
 			node = to;
+			redirects++;
+			continue;
+		}
+		if (strncmp(reply->str, "TRYAGAIN", 8) == 0 &&
+			TimestampDifferenceMilliseconds(GetCurrentTimestamp(), call_deadline) > pause)
+		{
+			int			rc = WaitLatch(MyLatch,
+									   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+									   pause, PG_WAIT_EXTENSION);
+
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			pause = Min(pause * 2, 50);
+			asking = false;
+			redirects = 0;		/* a new attempt from the top */
+			node = rp_slot_node[slot] >= 0 ? rp_slot_node[slot] : node;
 			continue;
 		}
 		rp_raise_redis_error(reply->str);
