@@ -10,14 +10,17 @@
 #     re-issues a token a fenced table already accepted from another lease;
 #     with the database-side floor (rp_fence_floor) the next token is above
 #     every token the table holds.  fence_replicas (WAIT) refuses to hand out
-#     a token no replica has.
+#     a token no replica has;
+#  C. a master demoted under a connected session: READONLY drops the
+#     connection, the next call asks the sentinels again, and ROLE refuses
+#     a server that is not a master.
 #
 # The replica is made to lag deterministically: it is given a wrong
 # masterauth and its link is cut, so it stays a healthy, promotable replica
 # that simply misses the increments made while it is cut off.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 24
+plan 29
 
 MASTER=rpm
 PM=$(rp_free_port); PR=$(rp_free_port)
@@ -226,4 +229,18 @@ fl=$(q "SELECT (rp_acquire('sent-floor', 60000, 0, rp_fence_floor('sent_floor'))
 cmp_ok "${fl:-0}" -gt 5 "with rp_fence_floor, the next token ($fl) is above every token the table accepted"
 is "$(q "WITH u AS (UPDATE sent_floor SET fence = $fl, writes = writes + 1 WHERE id = 1 RETURNING 1) SELECT count(*) FROM u")" "1" \
 	"and its write is accepted"
+
+# ---- C. demoted under a connected session --------------------------------------
+session_open ro
+is "$(session_q ro "SELECT held FROM rp_lock_info('sent-ro')")" "f" "a session connected to the master"
+redis-cli -p "$PM" replicaof 127.0.0.1 1 >/dev/null	# a replica of nothing
+is "$(session_q ro "SELECT rp_acquire('sent-ro', 10000)")" "ERROR:  25006" \
+	"the demoted server refuses the acquire with READONLY (25006)"
+is "$(redis-cli -p "$PM" exists "$(key sent-ro lock)")" "0" "the refused script did not run"
+is "$(session_q ro "SELECT rp_acquire('sent-ro', 10000)")" "ERROR:  08001" \
+	"the next call asks the sentinels again; ROLE refuses the replica they still name (08001)"
+redis-cli -p "$PM" replicaof no one >/dev/null
+is "$(session_q ro "SELECT (rp_acquire('sent-ro', 10000)).fence IS NOT NULL")" "t" \
+	"a master again: the same session works, no action needed"
+session_close ro
 finish
