@@ -4,7 +4,8 @@
  *		The Redis connection of one backend: settings, connect, AUTH and
  *		SELECT, non-blocking I/O waited on with WaitLatchOrSocket, EVALSHA
  *		with a NOSCRIPT fallback, and Redis replies turned into palloc'd
- *		RpReply trees or ereports.
+ *		RpReply trees or ereports.  The master is found directly, through
+ *		Redis Sentinel, or per hash slot in a Redis Cluster (docs/topology.md).
  *
  * Before editing, know this: an exchange that did not finish (timeout,
  * cancel, statement_timeout, I/O error, an ereport from anywhere inside it)
@@ -12,6 +13,11 @@
  * read as the answer to the next command.  Every path below therefore runs
  * inside rp_exchange's PG_TRY, which frees the hiredis reply being held and
  * the context before re-throwing.  Nothing in this file knows what a lock is.
+ *
+ * There is always at most one connection in use, rp_ctx with its wait set.
+ * In Cluster mode the other nodes' connections are parked in rp_nodes[] and
+ * swapped in by rp_use_node; sentinels are asked over a short-lived rp_ctx
+ * that is dropped before the master's is opened.
  *
  *-------------------------------------------------------------------------
  */
@@ -568,17 +574,44 @@ rp_open(const char *host, int port, const char *unix_socket, TimestampTz deadlin
 }
 
 /*
+ * In a PG_CATCH block: a connection failure (08001, 08006) is absorbed and
+ * described in why; anything else (cancel, statement_timeout, a bug) is
+ * re-thrown.
+ */
+static void
+rp_absorb_connection_error(MemoryContext cxt, StringInfo why, const char *who)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	if (edata->sqlerrcode != ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION &&
+		edata->sqlerrcode != ERRCODE_CONNECTION_FAILURE)
+	{
+		FreeErrorData(edata);
+		rp_conn_drop();
+		PG_RE_THROW();
+	}
+	FlushErrorState();
+	rp_conn_drop();
+	appendStringInfo(why, "%s%s: %s", why->len ? "; " : "", who,
+					 edata->detail ? edata->detail : edata->message);
+	FreeErrorData(edata);
+}
+
+/*
  * Ask one sentinel where the master is.  Returns true with *port set and
- * host filled in; false with *why set when this sentinel could not answer
- * (down, timed out, does not know the master).  Cancel, statement_timeout
- * and anything unexpected propagate.
+ * host filled in; false, saying why in why, when this sentinel could not
+ * answer (down, timed out, does not know the master).  Cancel,
+ * statement_timeout and anything unexpected propagate.
  */
 static bool
 rp_sentinel_ask(const char *shost, int sport, TimestampTz deadline,
-				char *host, size_t hostsize, int *port, char **why)
+				char *host, size_t hostsize, int *port, StringInfo why)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	volatile bool found = false;
+	char	   *who = psprintf("sentinel %s:%d", shost, sport);
 
 	strlcpy(rp_peer_host, shost, sizeof(rp_peer_host));
 	rp_peer_port = sport;
@@ -605,29 +638,14 @@ rp_sentinel_ask(const char *shost, int sport, TimestampTz deadline,
 			found = true;
 		}
 		else if (r->type == RP_REPLY_STRING && r->integer == -1)
-			*why = psprintf("sentinel %s:%d said: %s", shost, sport, r->str);
+			appendStringInfo(why, "%s%s said: %s", why->len ? "; " : "", who, r->str);
 		else
-			*why = psprintf("sentinel %s:%d does not know master \"%s\"",
-							shost, sport, rp_sentinel_master);
+			appendStringInfo(why, "%s%s does not know master \"%s\"",
+							 why->len ? "; " : "", who, rp_sentinel_master);
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode != ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION &&
-			edata->sqlerrcode != ERRCODE_CONNECTION_FAILURE)
-		{
-			FreeErrorData(edata);
-			rp_conn_drop();
-			PG_RE_THROW();
-		}
-		FlushErrorState();
-		rp_conn_drop();
-		*why = psprintf("sentinel %s:%d: %s", shost, sport,
-						edata->detail ? edata->detail : edata->message);
-		FreeErrorData(edata);
+		rp_absorb_connection_error(cxt, why, who);
 	}
 	PG_END_TRY();
 	return found;
@@ -713,7 +731,7 @@ rp_handshake(TimestampTz deadline, bool check_role)
 	}
 }
 
-/* Connect to the master a sentinel named; on failure, say why in *why. */
+/* Connect to the master a sentinel named; on failure, say why in why. */
 static void
 rp_sentinel_try_master(const char *mhost, int mport, const char *shost,
 					   int sport, TimestampTz deadline, StringInfo why)
@@ -730,23 +748,9 @@ rp_sentinel_try_master(const char *mhost, int mport, const char *shost,
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode != ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION &&
-			edata->sqlerrcode != ERRCODE_CONNECTION_FAILURE)
-		{
-			FreeErrorData(edata);
-			rp_conn_drop();
-			PG_RE_THROW();
-		}
-		FlushErrorState();
-		rp_conn_drop();
-		appendStringInfo(why, "%smaster %s:%d named by sentinel %s:%d: %s",
-						 why->len ? "; " : "", mhost, mport, shost, sport,
-						 edata->detail ? edata->detail : edata->message);
-		FreeErrorData(edata);
+		rp_absorb_connection_error(cxt, why,
+								   psprintf("master %s:%d named by sentinel %s:%d",
+											mhost, mport, shost, sport));
 	}
 	PG_END_TRY();
 }
@@ -778,7 +782,6 @@ rp_connect_sentinel(TimestampTz deadline)
 		int			j = 0;
 		char		mhost[256];
 		int			mport;
-		char	   *reason = NULL;
 		long		left;
 		TimestampTz until;
 
@@ -791,11 +794,8 @@ rp_connect_sentinel(TimestampTz deadline)
 		until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											Max(left / (n - k), Min(left, 100)));
 		if (!rp_sentinel_ask(shost, sport, until, mhost, sizeof(mhost), &mport,
-							 &reason))
-		{
-			appendStringInfo(&why, "%s%s", why.len ? "; " : "", reason);
+							 &why))
 			continue;
-		}
 
 		/* Connect to the master it named; a failure there asks the next. */
 		rp_sentinel_try_master(mhost, mport, shost, sport, deadline, &why);
@@ -1115,32 +1115,6 @@ rp_append_script(const char *verb, const char *body, int nkeys,
 	}
 	pfree(av);
 	pfree(al);
-}
-
-/*
- * In a PG_CATCH block: a connection failure (08001, 08006) is absorbed and
- * described in why; anything else (cancel, statement_timeout, a bug) is
- * re-thrown.
- */
-static void
-rp_absorb_connection_error(MemoryContext cxt, StringInfo why, const char *who)
-{
-	ErrorData  *edata;
-
-	MemoryContextSwitchTo(cxt);
-	edata = CopyErrorData();
-	if (edata->sqlerrcode != ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION &&
-		edata->sqlerrcode != ERRCODE_CONNECTION_FAILURE)
-	{
-		FreeErrorData(edata);
-		rp_conn_drop();
-		PG_RE_THROW();
-	}
-	FlushErrorState();
-	rp_conn_drop();
-	appendStringInfo(why, "%s%s: %s", why->len ? "; " : "", who,
-					 edata->detail ? edata->detail : edata->message);
-	FreeErrorData(edata);
 }
 
 /* Make node i current and connected (AUTH, no SELECT: Cluster has db 0). */
