@@ -4,7 +4,8 @@
  *		The Redis connection of one backend: settings, connect, AUTH and
  *		SELECT, non-blocking I/O waited on with WaitLatchOrSocket, EVALSHA
  *		with a NOSCRIPT fallback, and Redis replies turned into palloc'd
- *		RpReply trees or ereports.
+ *		RpReply trees or ereports.  The master is found directly, through
+ *		Redis Sentinel, or per hash slot in a Redis Cluster (docs/topology.md).
  *
  * Before editing, know this: an exchange that did not finish (timeout,
  * cancel, statement_timeout, I/O error, an ereport from anywhere inside it)
@@ -12,6 +13,11 @@
  * read as the answer to the next command.  Every path below therefore runs
  * inside rp_exchange's PG_TRY, which frees the hiredis reply being held and
  * the context before re-throwing.  Nothing in this file knows what a lock is.
+ *
+ * There is always at most one connection in use, rp_ctx with its wait set.
+ * In Cluster mode the other nodes' connections are parked in rp_nodes[] and
+ * swapped in by rp_use_node; sentinels are asked over a short-lived rp_ctx
+ * that is dropped before the master's is opened.
  *
  *-------------------------------------------------------------------------
  */
@@ -27,6 +33,7 @@
 #include "pgstat.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
+#include "lib/stringinfo.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -44,6 +51,9 @@ static char *rp_password_file = NULL;
 static int	rp_connect_timeout_ms = 2000;
 int			rp_command_timeout_ms = 2000;
 char	   *rp_key_prefix = NULL;
+static char *rp_sentinels = NULL;
+static char *rp_sentinel_master = NULL;
+static bool rp_cluster = false;
 
 /* The connection, and whether the settings changed since it was opened. */
 static redisContext *rp_ctx = NULL;
@@ -52,13 +62,97 @@ static int	rp_waitset_socket;		/* position of the socket in rp_waitset */
 static int	rp_waitset_events;		/* what it is waited for now */
 static bool rp_config_changed = false;
 
+/*
+ * In Sentinel mode: the master the sentinels named last (what messages
+ * name), or the sentinel being asked while discovery runs.
+ */
+static char rp_peer_host[256] = "";
+static int	rp_peer_port = 0;
+static const char *rp_peer_role = NULL;	/* "master", "sentinel" */
+
+static bool
+rp_sentinel_mode(void)
+{
+	return rp_sentinels != NULL && rp_sentinels[0] != '\0';
+}
+
 /* What a failure message names: "host:port" or the socket path. */
 static const char *
 rp_conn_target(void)
 {
+	if (rp_sentinel_mode())
+	{
+		if (rp_peer_host[0] == '\0')
+			return psprintf("of master \"%s\" (sentinels %s)",
+							rp_sentinel_master, rp_sentinels);
+		return psprintf("%s:%d (%s of \"%s\")", rp_peer_host, rp_peer_port,
+						rp_peer_role ? rp_peer_role : "master",
+						rp_sentinel_master);
+	}
+	if (rp_cluster && rp_peer_host[0] != '\0')
+		return psprintf("%s:%d (cluster node)", rp_peer_host, rp_peer_port);
 	if (rp_unix_socket && rp_unix_socket[0])
 		return psprintf("unix socket \"%s\"", rp_unix_socket);
 	return psprintf("%s:%d", rp_host ? rp_host : "", rp_port);
+}
+
+/*
+ * Split "host:port,host:port" into its next entry.  *pos walks the string.
+ * Returns false at the end; an entry without a valid port sets *port = 0.
+ */
+static bool
+rp_next_hostport(const char **pos, char *host, size_t hostsize, int *port)
+{
+	const char *p = *pos;
+	const char *end;
+	const char *colon = NULL;
+	size_t		hlen;
+	char	   *endp;
+	long		v;
+
+	while (*p == ' ' || *p == ',')
+		p++;
+	if (*p == '\0')
+		return false;
+	end = p + strcspn(p, ",");
+	*pos = end;
+	for (const char *q = p; q < end; q++)
+		if (*q == ':')
+			colon = q;
+	*port = 0;
+	host[0] = '\0';
+	if (colon == NULL || colon == p)
+		return true;
+	hlen = Min((size_t) (colon - p), hostsize - 1);
+	memcpy(host, p, hlen);
+	host[hlen] = '\0';
+	errno = 0;
+	v = strtol(colon + 1, &endp, 10);
+	while (endp < end && *endp == ' ')
+		endp++;
+	if (errno == 0 && endp == end && v >= 1 && v <= 65535)
+		*port = (int) v;
+	return true;
+}
+
+static bool
+rp_check_sentinels(char **newval, void **extra, GucSource source)
+{
+	const char *pos = *newval;
+	char		host[256];
+	int			port;
+
+	if (pos == NULL)
+		return true;
+	while (rp_next_hostport(&pos, host, sizeof(host), &port))
+	{
+		if (port == 0 || host[0] == '\0')
+		{
+			GUC_check_errdetail("Each entry must be host:port, entries separated by commas.");
+			return false;
+		}
+	}
+	return true;
 }
 
 static void
@@ -69,6 +163,12 @@ rp_mark_changed(const char *newval, void *extra)
 
 static void
 rp_mark_changed_int(int newval, void *extra)
+{
+	rp_config_changed = true;
+}
+
+static void
+rp_mark_changed_bool(bool newval, void *extra)
 {
 	rp_config_changed = true;
 }
@@ -141,6 +241,20 @@ rp_conn_init(void)
 							"Time allowed for one Redis command's round trip; on expiry the connection is dropped.",
 							NULL, &rp_command_timeout_ms, 2000, 1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomStringVariable("redis_primitives.sentinels",
+							   "Redis Sentinels to ask for the master, as host:port entries separated by commas; when set, host, port and unix_socket are not used.",
+							   "The sentinels are asked in turn on every new connection; a lost connection or a READONLY reply makes the next call ask again.",
+							   &rp_sentinels, "", PGC_SUSET, 0,
+							   rp_check_sentinels, rp_mark_changed, NULL);
+	DefineCustomStringVariable("redis_primitives.sentinel_master",
+							   "Name of the master the sentinels monitor (their \"sentinel monitor\" name).",
+							   NULL, &rp_sentinel_master, "mymaster", PGC_SUSET, 0,
+							   NULL, rp_mark_changed, NULL);
+	DefineCustomBoolVariable("redis_primitives.cluster",
+							 "Talk to a Redis Cluster: host and port name any node of it; each call goes to the node serving its keys' hash slot.",
+							 "The slot map is read with CLUSTER SLOTS and kept per process; MOVED and ASK redirections are followed, at most two per call.",
+							 &rp_cluster, false, PGC_SUSET, 0,
+							 NULL, rp_mark_changed_bool, NULL);
 	DefineCustomStringVariable("redis_primitives.key_prefix",
 							   "Prefix of every Redis key this extension writes.",
 							   NULL, &rp_key_prefix, "rp:", PGC_SUSET, 0,
@@ -152,8 +266,9 @@ rp_conn_init(void)
  * ------------------------------------------------------------------------
  */
 
-void
-rp_conn_reset(void)
+/* Drop the current connection (in Cluster mode: to the current node). */
+static void
+rp_conn_drop(void)
 {
 	/* The wait set watches the socket: free it before the socket closes. */
 	if (rp_waitset != NULL)
@@ -166,6 +281,143 @@ rp_conn_reset(void)
 		redisFree(rp_ctx);
 		rp_ctx = NULL;
 	}
+}
+
+/* ------------------------------------------------------------------------
+ * Redis Cluster: the slot map and one connection per node.
+ *
+ * The connection in use is always rp_ctx/rp_waitset, so everything below
+ * (waits, exchanges, failures) works unchanged; switching nodes parks the
+ * current connection in its node's entry and takes out the other's.
+ * ------------------------------------------------------------------------
+ */
+#define RP_CLUSTER_SLOTS	16384
+#define RP_MAX_NODES		64
+#define RP_MAX_REDIRECTS	2
+
+typedef struct RpNode
+{
+	char		host[256];
+	int			port;
+	redisContext *ctx;			/* parked connection; NULL while current */
+	WaitEventSet *waitset;
+	int			waitset_socket;
+	int			waitset_events;
+} RpNode;
+
+static RpNode rp_nodes[RP_MAX_NODES];
+static int	rp_nnodes = 0;
+static int	rp_cur_node = -1;	/* whose connection rp_ctx is */
+static int16 rp_slot_node[RP_CLUSTER_SLOTS];
+static bool rp_slots_valid = false;
+
+/* CRC16-CCITT (XMODEM), as Redis' crc16.c: polynomial 0x1021, init 0. */
+static uint16
+rp_crc16(const char *buf, size_t len)
+{
+	uint16		crc = 0;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		crc ^= (uint16) ((unsigned char) buf[i]) << 8;
+		for (int b = 0; b < 8; b++)
+			crc = (crc & 0x8000) ? (uint16) ((crc << 1) ^ 0x1021) : (uint16) (crc << 1);
+	}
+	return crc;
+}
+
+/* The slot of a key, as Redis computes it (the hash tag rule included). */
+int
+rp_key_slot(const char *key, size_t len)
+{
+	size_t		s,
+				e;
+
+	for (s = 0; s < len; s++)
+		if (key[s] == '{')
+			break;
+	if (s < len)
+	{
+		for (e = s + 1; e < len; e++)
+			if (key[e] == '}')
+				break;
+		if (e < len && e != s + 1)
+			return rp_crc16(key + s + 1, e - s - 1) & (RP_CLUSTER_SLOTS - 1);
+	}
+	return rp_crc16(key, len) & (RP_CLUSTER_SLOTS - 1);
+}
+
+bool
+rp_cluster_mode(void)
+{
+	return rp_cluster;
+}
+
+/* Make node i's connection the current one. */
+static void
+rp_use_node(int i)
+{
+	if (i == rp_cur_node)
+		return;
+	if (rp_cur_node >= 0)
+	{
+		RpNode	   *cur = &rp_nodes[rp_cur_node];
+
+		cur->ctx = rp_ctx;
+		cur->waitset = rp_waitset;
+		cur->waitset_socket = rp_waitset_socket;
+		cur->waitset_events = rp_waitset_events;
+	}
+	else
+		rp_conn_drop();			/* a connection of no node: not kept */
+	rp_ctx = rp_nodes[i].ctx;
+	rp_waitset = rp_nodes[i].waitset;
+	rp_waitset_socket = rp_nodes[i].waitset_socket;
+	rp_waitset_events = rp_nodes[i].waitset_events;
+	rp_nodes[i].ctx = NULL;
+	rp_nodes[i].waitset = NULL;
+	rp_cur_node = i;
+	strlcpy(rp_peer_host, rp_nodes[i].host, sizeof(rp_peer_host));
+	rp_peer_port = rp_nodes[i].port;
+	rp_peer_role = "cluster node";
+}
+
+/* The node entry for host:port, added if new. */
+static int
+rp_node_find_or_add(const char *host, int port)
+{
+	for (int i = 0; i < rp_nnodes; i++)
+		if (rp_nodes[i].port == port && strcmp(rp_nodes[i].host, host) == 0)
+			return i;
+	if (rp_nnodes == RP_MAX_NODES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("Redis Cluster has more than %d nodes", RP_MAX_NODES)));
+	memset(&rp_nodes[rp_nnodes], 0, sizeof(RpNode));
+	strlcpy(rp_nodes[rp_nnodes].host, host, sizeof(rp_nodes[rp_nnodes].host));
+	rp_nodes[rp_nnodes].port = port;
+	return rp_nnodes++;
+}
+
+/* Drop every connection and forget the cluster's shape. */
+void
+rp_conn_reset(void)
+{
+	for (int i = 0; i < rp_nnodes; i++)
+	{
+		if (i == rp_cur_node)
+			continue;
+		if (rp_nodes[i].waitset != NULL)
+			FreeWaitEventSet(rp_nodes[i].waitset);
+		if (rp_nodes[i].ctx != NULL)
+			redisFree(rp_nodes[i].ctx);
+		rp_nodes[i].waitset = NULL;
+		rp_nodes[i].ctx = NULL;
+	}
+	rp_conn_drop();
+	rp_nnodes = 0;
+	rp_cur_node = -1;
+	rp_slots_valid = false;
 }
 
 /*
@@ -219,7 +471,9 @@ rp_fail(int sqlstate, const char *msg, const char *why)
 {
 	const char *target = rp_conn_target();
 
-	rp_conn_reset();
+	rp_conn_drop();
+	/* The node may be gone or have lost its slots: ask for the map again. */
+	rp_slots_valid = false;
 	ereport(ERROR,
 			(errcode(sqlstate),
 			 errmsg("%s", msg),
@@ -290,31 +544,24 @@ rp_connect_wait(redisContext *c, TimestampTz deadline)
 	}
 	PG_CATCH();
 	{
-		rp_conn_reset();
+		rp_conn_drop();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 }
 
+/* Open a non-blocking TCP (or unix) connection as rp_ctx; 08001 if it fails. */
 static void
-rp_connect(void)
+rp_open(const char *host, int port, const char *unix_socket, TimestampTz deadline)
 {
-	TimestampTz deadline;
 	redisContext *c;
-	const char *password;
-	int			ncmds = 0;
-	RpReply    *replies[2];
 
-	rp_conn_reset();
-	rp_config_changed = false;
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   rp_connect_timeout_ms);
-
+	rp_conn_drop();
 	/* Name resolution inside hiredis is the one step not under the latch. */
-	if (rp_unix_socket && rp_unix_socket[0])
-		c = redisConnectUnixNonBlock(rp_unix_socket);
+	if (unix_socket && unix_socket[0])
+		c = redisConnectUnixNonBlock(unix_socket);
 	else
-		c = redisConnectNonBlock(rp_host, rp_port);
+		c = redisConnectNonBlock(host, port);
 	if (c == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -323,10 +570,100 @@ rp_connect(void)
 	if (c->err)
 		rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 				"could not connect to Redis", pstrdup(c->errstr));
-
 	rp_connect_wait(c, deadline);
+}
 
-	/* AUTH and SELECT, pipelined: one round trip. */
+/*
+ * In a PG_CATCH block: a connection failure (08001, 08006) is absorbed and
+ * described in why; anything else (cancel, statement_timeout, a bug) is
+ * re-thrown.
+ */
+static void
+rp_absorb_connection_error(MemoryContext cxt, StringInfo why, const char *who)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	if (edata->sqlerrcode != ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION &&
+		edata->sqlerrcode != ERRCODE_CONNECTION_FAILURE)
+	{
+		FreeErrorData(edata);
+		rp_conn_drop();
+		PG_RE_THROW();
+	}
+	FlushErrorState();
+	rp_conn_drop();
+	appendStringInfo(why, "%s%s: %s", why->len ? "; " : "", who,
+					 edata->detail ? edata->detail : edata->message);
+	FreeErrorData(edata);
+}
+
+/*
+ * Ask one sentinel where the master is.  Returns true with *port set and
+ * host filled in; false, saying why in why, when this sentinel could not
+ * answer (down, timed out, does not know the master).  Cancel,
+ * statement_timeout and anything unexpected propagate.
+ */
+static bool
+rp_sentinel_ask(const char *shost, int sport, TimestampTz deadline,
+				char *host, size_t hostsize, int *port, StringInfo why)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool found = false;
+	char	   *who = psprintf("sentinel %s:%d", shost, sport);
+
+	strlcpy(rp_peer_host, shost, sizeof(rp_peer_host));
+	rp_peer_port = sport;
+	rp_peer_role = "sentinel";
+	PG_TRY();
+	{
+		const char *argv[3] = {"SENTINEL", "get-master-addr-by-name",
+		rp_sentinel_master};
+		RpReply    *r;
+
+		rp_open(shost, sport, NULL, deadline);
+		if (redisAppendCommandArgv(rp_ctx, 3, argv, NULL) != REDIS_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory while building a Redis command")));
+		rp_exchange(1, deadline, &r, false);
+		rp_conn_drop();
+		if (r->type == RP_REPLY_ARRAY && r->nelem == 2 &&
+			r->elem[0]->type == RP_REPLY_STRING &&
+			r->elem[1]->type == RP_REPLY_STRING && atoi(r->elem[1]->str) > 0)
+		{
+			strlcpy(host, r->elem[0]->str, hostsize);
+			*port = atoi(r->elem[1]->str);
+			found = true;
+		}
+		else if (r->type == RP_REPLY_STRING && r->integer == -1)
+			appendStringInfo(why, "%s%s said: %s", why->len ? "; " : "", who, r->str);
+		else
+			appendStringInfo(why, "%s%s does not know master \"%s\"",
+							 why->len ? "; " : "", who, rp_sentinel_master);
+	}
+	PG_CATCH();
+	{
+		rp_absorb_connection_error(cxt, why, who);
+	}
+	PG_END_TRY();
+	return found;
+}
+
+/*
+ * AUTH, SELECT and (against a master the sentinels named) ROLE, pipelined:
+ * one round trip.  08001 if the server is a replica: the sentinels may be
+ * mid-failover, and the caller asks the next one.
+ */
+static void
+rp_handshake(TimestampTz deadline, bool check_role)
+{
+	const char *password;
+	int			ncmds = 0;
+	RpReply    *replies[3];
+	redisContext *c = rp_ctx;
+
 	password = rp_password;
 	if ((password == NULL || password[0] == '\0') &&
 		rp_password_file && rp_password_file[0])
@@ -356,26 +693,146 @@ rp_connect(void)
 		redisAppendCommandArgv(c, 2, argv, NULL);
 		ncmds++;
 	}
-	if (ncmds > 0)
+	if (check_role)
 	{
-		rp_exchange(ncmds, deadline, replies, false);
-		for (int i = 0; i < ncmds; i++)
-		{
-			if (replies[i]->integer == -1 && replies[i]->type == RP_REPLY_STRING)
-			{
-				bool		auth = (i == 0 && password && password[0]);
+		const char *argv[1] = {"ROLE"};
 
-				rp_conn_reset();
-				ereport(ERROR,
-						(errcode(auth ? rp_error_sqlstate(replies[i]->str)
-								 : ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-						 errmsg(auth ? "could not authenticate to Redis"
-								: "could not select the Redis database"),
-						 errdetail("Redis server %s said: %s",
-								   rp_conn_target(), replies[i]->str)));
-			}
+		redisAppendCommandArgv(c, 1, argv, NULL);
+		ncmds++;
+	}
+	if (ncmds == 0)
+		return;
+	rp_exchange(ncmds, deadline, replies, false);
+	for (int i = 0; i < ncmds; i++)
+	{
+		bool		is_role = (check_role && i == ncmds - 1);
+
+		if (replies[i]->integer == -1 && replies[i]->type == RP_REPLY_STRING)
+		{
+			bool		auth = (i == 0 && password && password[0]);
+
+			rp_conn_drop();
+			ereport(ERROR,
+					(errcode(auth ? rp_error_sqlstate(replies[i]->str)
+							 : ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg(auth ? "could not authenticate to Redis"
+							: is_role ? "could not ask Redis for its role"
+							: "could not select the Redis database"),
+					 errdetail("Redis server %s said: %s",
+							   rp_conn_target(), replies[i]->str)));
+		}
+		if (is_role &&
+			!(replies[i]->type == RP_REPLY_ARRAY && replies[i]->nelem > 0 &&
+			  replies[i]->elem[0]->type == RP_REPLY_STRING &&
+			  strcmp(replies[i]->elem[0]->str, "master") == 0))
+			rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+					"could not connect to Redis",
+					"the server the sentinels named is not a master (a failover may be under way)");
+	}
+}
+
+/* Connect to the master a sentinel named; on failure, say why in why. */
+static void
+rp_sentinel_try_master(const char *mhost, int mport, const char *shost,
+					   int sport, TimestampTz deadline, StringInfo why)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	strlcpy(rp_peer_host, mhost, sizeof(rp_peer_host));
+	rp_peer_port = mport;
+	rp_peer_role = "master";
+	PG_TRY();
+	{
+		rp_open(mhost, mport, NULL, deadline);
+		rp_handshake(deadline, true);
+	}
+	PG_CATCH();
+	{
+		rp_absorb_connection_error(cxt, why,
+								   psprintf("master %s:%d named by sentinel %s:%d",
+											mhost, mport, shost, sport));
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Sentinel mode: ask the sentinels in turn for the master, connect to it and
+ * check it is one.  The whole search shares one connect_timeout; a sentinel
+ * that does not answer gets a fair share of what is left, not all of it.
+ * The sentinel that answered is asked first next time.
+ */
+static void
+rp_connect_sentinel(TimestampTz deadline)
+{
+	static int	first = 0;
+	int			n = 0;
+	char		shost[256];
+	int			sport;
+	const char *pos;
+	StringInfoData why;
+
+	initStringInfo(&why);
+	pos = rp_sentinels;
+	while (rp_next_hostport(&pos, shost, sizeof(shost), &sport))
+		n++;
+
+	for (int k = 0; k < n; k++)
+	{
+		int			idx = (first + k) % n;
+		int			j = 0;
+		char		mhost[256];
+		int			mport;
+		long		left;
+		TimestampTz until;
+
+		pos = rp_sentinels;
+		while (rp_next_hostport(&pos, shost, sizeof(shost), &sport) && j++ < idx)
+			;
+		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		if (left <= 0)
+			break;
+		until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											Max(left / (n - k), Min(left, 100)));
+		if (!rp_sentinel_ask(shost, sport, until, mhost, sizeof(mhost), &mport,
+							 &why))
+			continue;
+
+		/* Connect to the master it named; a failure there asks the next. */
+		rp_sentinel_try_master(mhost, mport, shost, sport, deadline, &why);
+		if (rp_ctx != NULL)
+		{
+			first = idx;
+			return;
 		}
 	}
+
+	rp_peer_host[0] = '\0';
+	if (why.len == 0)
+		appendStringInfo(&why, "no time left within redis_primitives.connect_timeout (%d ms)",
+						 rp_connect_timeout_ms);
+	ereport(ERROR,
+			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not connect to the Redis master \"%s\" through its sentinels",
+					rp_sentinel_master),
+			 errdetail("%s.", why.data)));
+}
+
+static void
+rp_connect(void)
+{
+	TimestampTz deadline;
+
+	rp_conn_drop();
+	rp_config_changed = false;
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   rp_connect_timeout_ms);
+	if (rp_sentinel_mode())
+	{
+		rp_connect_sentinel(deadline);
+		return;
+	}
+	rp_open(rp_host, rp_port, rp_unix_socket, deadline);
+	rp_handshake(deadline, false);
 }
 
 /* ------------------------------------------------------------------------
@@ -454,6 +911,24 @@ static void
 rp_raise_redis_error(const char *msg)
 {
 	int			sqlstate = rp_error_sqlstate(msg);
+
+	/*
+	 * In Sentinel mode a READONLY reply means the server we hold was demoted
+	 * by a failover: drop it, so that the next call asks the sentinels.  The
+	 * command is not retried here: a script refused as READONLY did not run,
+	 * but the caller decides whether to try again.
+	 */
+	if (sqlstate == ERRCODE_READ_ONLY_SQL_TRANSACTION && rp_sentinel_mode())
+	{
+		const char *target = rp_conn_target();
+
+		rp_conn_drop();
+		ereport(ERROR,
+				(errcode(sqlstate),
+				 errmsg("Redis returned an error"),
+				 errdetail("Redis server %s said: %s", target, msg),
+				 errhint("The server is no longer the master; the next call asks the sentinels for the new one.")));
+	}
 
 	if (sqlstate == ERRCODE_OUT_OF_MEMORY)
 		ereport(ERROR,
@@ -545,7 +1020,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out, bool raise_errors)
 	{
 		if (held != NULL)
 			freeReplyObject(held);
-		rp_conn_reset();
+		rp_conn_drop();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -554,12 +1029,45 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out, bool raise_errors)
 		rp_raise_redis_error(first_error);
 }
 
+/* A changed setting drops every connection before the next command. */
+static void rp_cluster_load_slots(void);
+static void rp_cluster_connect_node(int i, TimestampTz deadline);
+static RpReply *rp_eval_cluster(const RpScript *script, int nkeys,
+								const RpArg *keys, int nargs,
+								const RpArg *argv, int timeout_ms);
+
+static void
+rp_check_config(void)
+{
+	if (rp_config_changed)
+	{
+		rp_conn_reset();
+		rp_config_changed = false;
+	}
+	if (rp_cluster && rp_sentinel_mode())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("redis_primitives.cluster and redis_primitives.sentinels cannot be used together"),
+				 errhint("Redis Cluster does its own failover: point redis_primitives.host and port at any of its nodes.")));
+}
+
 /* Open the connection if needed; drop one the server closed while idle. */
 static void
 rp_ensure_connected(void)
 {
-	if (rp_ctx != NULL && (rp_config_changed || rp_conn_is_stale()))
-		rp_conn_reset();
+	rp_check_config();
+	if (rp_cluster)
+	{
+		/* Commands without keys go to the node used last. */
+		if (rp_cur_node < 0)
+			rp_cluster_load_slots();
+		rp_cluster_connect_node(rp_cur_node,
+								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															rp_connect_timeout_ms));
+		return;
+	}
+	if (rp_ctx != NULL && rp_conn_is_stale())
+		rp_conn_drop();
 	if (rp_ctx == NULL)
 		rp_connect();
 }
@@ -600,13 +1108,263 @@ rp_append_script(const char *verb, const char *body, int nkeys,
 	}
 	if (redisAppendCommandArgv(rp_ctx, argc, av, al) != REDIS_OK)
 	{
-		rp_conn_reset();
+		rp_conn_drop();
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory while building a Redis command")));
 	}
 	pfree(av);
 	pfree(al);
+}
+
+/* Make node i current and connected (AUTH, no SELECT: Cluster has db 0). */
+static void
+rp_cluster_connect_node(int i, TimestampTz deadline)
+{
+	rp_use_node(i);
+	if (rp_ctx != NULL && rp_conn_is_stale())
+		rp_conn_drop();
+	if (rp_ctx == NULL)
+	{
+		rp_open(rp_nodes[i].host, rp_nodes[i].port, NULL, deadline);
+		rp_handshake(deadline, false);
+	}
+}
+
+/* Fill the slot map from a CLUSTER SLOTS reply got from node asked. */
+static bool
+rp_cluster_parse_slots(const RpReply *r, int asked)
+{
+	int			covered = 0;
+
+	if (r->type != RP_REPLY_ARRAY)
+		return false;
+	for (int s = 0; s < RP_CLUSTER_SLOTS; s++)
+		rp_slot_node[s] = -1;
+	for (size_t k = 0; k < r->nelem; k++)
+	{
+		const RpReply *e = r->elem[k];
+		const RpReply *m;
+		const char *host;
+		int			n;
+
+		if (e->type != RP_REPLY_ARRAY || e->nelem < 3 ||
+			e->elem[0]->type != RP_REPLY_INTEGER ||
+			e->elem[1]->type != RP_REPLY_INTEGER ||
+			e->elem[2]->type != RP_REPLY_ARRAY || e->elem[2]->nelem < 2 ||
+			e->elem[2]->elem[0]->type != RP_REPLY_STRING ||
+			e->elem[2]->elem[1]->type != RP_REPLY_INTEGER)
+			continue;
+		m = e->elem[2];
+		/* An empty host means "the address you reached me at". */
+		host = m->elem[0]->len > 0 ? m->elem[0]->str : rp_nodes[asked].host;
+		n = rp_node_find_or_add(host, (int) m->elem[1]->integer);
+		for (long long s = Max(e->elem[0]->integer, 0);
+			 s <= Min(e->elem[1]->integer, RP_CLUSTER_SLOTS - 1); s++)
+		{
+			rp_slot_node[s] = (int16) n;
+			covered++;
+		}
+	}
+	return covered > 0;
+}
+
+/* Ask node i for the slot map; false (with why) if it could not answer. */
+static bool
+rp_cluster_try_slots(int i, TimestampTz deadline, StringInfo why)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool loaded = false;
+	char	   *who = psprintf("node %s:%d", rp_nodes[i].host, rp_nodes[i].port);
+
+	PG_TRY();
+	{
+		const char *argv[2] = {"CLUSTER", "SLOTS"};
+		RpReply    *r;
+
+		rp_cluster_connect_node(i, deadline);
+		if (redisAppendCommandArgv(rp_ctx, 2, argv, NULL) != REDIS_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory while building a Redis command")));
+		rp_exchange(1, deadline, &r, false);
+		if (r->type == RP_REPLY_STRING && r->integer == -1)
+			appendStringInfo(why, "%s%s said: %s", why->len ? "; " : "", who, r->str);
+		else if (rp_cluster_parse_slots(r, i))
+			loaded = true;
+		else
+			appendStringInfo(why, "%s%s: no slots in its CLUSTER SLOTS reply",
+							 why->len ? "; " : "", who);
+	}
+	PG_CATCH();
+	{
+		rp_absorb_connection_error(cxt, why, who);
+	}
+	PG_END_TRY();
+	return loaded;
+}
+
+/*
+ * Load the slot map: ask the configured host:port first (any node of the
+ * cluster will do), then every node known from an earlier map.  The node
+ * that answered stays current.
+ */
+static void
+rp_cluster_load_slots(void)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   rp_connect_timeout_ms);
+	int			seed = rp_node_find_or_add(rp_host, rp_port);
+	int			n = rp_nnodes;
+	StringInfoData why;
+
+	initStringInfo(&why);
+	rp_slots_valid = false;
+	for (int k = -1; k < n; k++)
+	{
+		int			i = (k < 0) ? seed : k;
+
+		if (k >= 0 && k == seed)
+			continue;
+		if (rp_cluster_try_slots(i, deadline, &why))
+		{
+			rp_slots_valid = true;
+			return;
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not read the Redis Cluster slot map"),
+			 errdetail("%s.", why.data)));
+}
+
+/* "MOVED 3999 127.0.0.1:6381" or "ASK ...": the node to go to, or -1. */
+static int
+rp_cluster_redirect(const char *msg, int *slot)
+{
+	const char *p = strchr(msg, ' ');
+	const char *colon;
+	char		host[256];
+	int			port;
+
+	if (p == NULL)
+		return -1;
+	*slot = atoi(p + 1);
+	p = strchr(p + 1, ' ');
+	if (p == NULL)
+		return -1;
+	p++;
+	colon = strrchr(p, ':');
+	if (colon == NULL)
+		return -1;
+	strlcpy(host, p, Min((size_t) (colon - p) + 1, sizeof(host)));
+	port = atoi(colon + 1);
+	if (port <= 0 || port > 65535 || *slot < 0 || *slot >= RP_CLUSTER_SLOTS)
+		return -1;
+	if (host[0] == '\0' && rp_cur_node >= 0)
+		strlcpy(host, rp_nodes[rp_cur_node].host, sizeof(host));
+	return rp_node_find_or_add(host, port);
+}
+
+/*
+ * Cluster mode: run the script on the node that serves its keys' slot.
+ * Every call's keys share one hash tag, so that is one node, one round trip
+ * in steady state.  MOVED updates the map and retries there; ASK (a slot
+ * being migrated) sends ASKING and the script to the target, pipelined, and
+ * leaves the map alone.  At most RP_MAX_REDIRECTS of either per call.
+ *
+ * TRYAGAIN is what a node answers a multi-key script during a slot
+ * migration when some of its keys have moved and some have not (or do not
+ * exist yet, like a free lock's key): the script was not run, so it is sent
+ * again after a short pause (5 ms doubling to 50 ms, interruptible), until
+ * the command's own timeout is spent.
+ */
+static RpReply *
+rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
+				int nargs, const RpArg *argv, int timeout_ms)
+{
+	int			slot = nkeys > 0 ? rp_key_slot(keys[0].data, keys[0].len) : 0;
+	int			node;
+	bool		asking = false;
+	RpReply    *replies[2];
+	RpReply    *reply = NULL;
+	TimestampTz call_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															timeout_ms);
+	long		pause = 5;
+	int			redirects = 0;
+
+	if (!rp_slots_valid || rp_slot_node[slot] < 0)
+		rp_cluster_load_slots();
+	node = rp_slot_node[slot];
+	if (node < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CANNOT_CONNECT_NOW),
+				 errmsg("no Redis Cluster node serves hash slot %d", slot),
+				 errhint("The cluster is being reconfigured or has lost a master.")));
+
+	for (;;)
+	{
+		TimestampTz deadline;
+		int			to;
+		int			s;
+
+		rp_cluster_connect_node(node,
+								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															rp_connect_timeout_ms));
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+		for (int pass = 0; pass < 2; pass++)
+		{
+			int			n = 0;
+
+			if (asking)
+			{
+				const char *av[1] = {"ASKING"};
+
+				redisAppendCommandArgv(rp_ctx, 1, av, NULL);
+				n++;
+			}
+			/* Flushed or restarted: EVAL runs it and caches it again. */
+			rp_append_script(pass ? "EVAL" : "EVALSHA",
+							 pass ? script->text : script->sha1,
+							 nkeys, keys, nargs, argv);
+			n++;
+			rp_exchange(n, deadline, replies, false);
+			reply = replies[n - 1];
+			if (!rp_is_noscript(reply))
+				break;
+		}
+		if (!(reply->integer == -1 && reply->type == RP_REPLY_STRING))
+			return reply;
+		if (redirects < RP_MAX_REDIRECTS &&
+			(strncmp(reply->str, "MOVED ", 6) == 0 ||
+			 strncmp(reply->str, "ASK ", 4) == 0) &&
+			(to = rp_cluster_redirect(reply->str, &s)) >= 0)
+		{
+			asking = (reply->str[0] == 'A');
+			if (!asking)
+				rp_slot_node[s] = (int16) to;
+			node = to;
+			redirects++;
+			continue;
+		}
+		if (strncmp(reply->str, "TRYAGAIN", 8) == 0 &&
+			TimestampDifferenceMilliseconds(GetCurrentTimestamp(), call_deadline) > pause)
+		{
+			int			rc = WaitLatch(MyLatch,
+									   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+									   pause, PG_WAIT_EXTENSION);
+
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			pause = Min(pause * 2, 50);
+			asking = false;
+			redirects = 0;		/* a new attempt from the top */
+			node = rp_slot_node[slot] >= 0 ? rp_slot_node[slot] : node;
+			continue;
+		}
+		rp_raise_redis_error(reply->str);
+	}
 }
 
 static RpReply *
@@ -616,6 +1374,9 @@ rp_eval_internal(const RpScript *script, int nkeys, const RpArg *keys,
 	TimestampTz deadline;
 	RpReply    *reply;
 
+	rp_check_config();
+	if (rp_cluster)
+		return rp_eval_cluster(script, nkeys, keys, nargs, argv, timeout_ms);
 	rp_ensure_connected();
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 	rp_append_script("EVALSHA", script->sha1, nkeys, keys, nargs, argv);
@@ -689,7 +1450,7 @@ rp_command(int argc, const RpArg *argv)
 	}
 	if (redisAppendCommandArgv(rp_ctx, argc, av, al) != REDIS_OK)
 	{
-		rp_conn_reset();
+		rp_conn_drop();
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
 						errmsg("out of memory while building a Redis command")));
 	}

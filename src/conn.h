@@ -84,8 +84,16 @@ extern RpReply *rp_eval_quiet(const RpScript *script,
 							  int nargs, const RpArg *argv,
 							  int timeout_ms, char **errmsg_out);
 
-/* Drop the connection (if any) now; the next call reconnects. */
+/* Drop every connection (if any) now; the next call reconnects. */
 extern void rp_conn_reset(void);
+
+/*
+ * Redis Cluster.  A script runs on one node, so all its keys must hash to
+ * one slot; callers with keys of many names (releasing every lease) group
+ * them by rp_key_slot when rp_cluster_mode() is on.
+ */
+extern bool rp_cluster_mode(void);
+extern int	rp_key_slot(const char *key, size_t len);
 
 /* Round trip of PING in microseconds, and the server's redis_version. */
 extern void rp_conn_ping(int64 *rtt_us, char **version);

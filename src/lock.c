@@ -15,6 +15,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "funcapi.h"
@@ -25,6 +27,7 @@
 #include "storage/lock.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "common/pg_prng.h"
@@ -54,6 +57,10 @@ typedef struct RpLease
 } RpLease;
 
 static List *rp_leases_held = NIL;	/* of RpLease *, in TopMemoryContext */
+
+/* Settings: how many replicas must have a new fence token before it is used. */
+static int	rp_fence_replicas = 0;
+static int	rp_fence_replicas_timeout_ms = 500;
 static bool rp_callbacks_registered = false;
 
 /* ------------------------------------------------------------------------
@@ -190,8 +197,54 @@ rp_try_acquire(const char *name, size_t namelen, const char *token,
 }
 
 /*
- * Release leases in one round trip.  Returns how many Redis still held with
- * our token.  quiet: never ereport, for cleanup paths.
+ * Order n keys so that keys of one Redis Cluster hash slot are adjacent:
+ * fills order[] (a permutation of 0..n-1) and returns the number of groups;
+ * group g is order[start[g] .. start[g + 1] - 1].  A script runs on one
+ * node, so a many-lease script (release, verify) is sent once per group.
+ * Outside Cluster mode everything is one group: one round trip, as before.
+ */
+static int
+rp_slot_groups(int n, const RpArg *keys, int *order, int *start)
+{
+	int		   *slot;
+	int			ngroups = 0;
+
+	for (int i = 0; i < n; i++)
+		order[i] = i;
+	if (!rp_cluster_mode())
+	{
+		start[0] = 0;
+		start[1] = n;
+		return 1;
+	}
+	slot = palloc(sizeof(int) * n);
+	for (int i = 0; i < n; i++)
+		slot[i] = rp_key_slot(keys[i].data, keys[i].len);
+	/* Insertion sort by slot, stable: a session holds a handful of leases. */
+	for (int i = 1; i < n; i++)
+	{
+		int			v = order[i];
+		int			j = i - 1;
+
+		while (j >= 0 && slot[order[j]] > slot[v])
+		{
+			order[j + 1] = order[j];
+			j--;
+		}
+		order[j + 1] = v;
+	}
+	for (int i = 0; i < n; i++)
+		if (i == 0 || slot[order[i]] != slot[order[i - 1]])
+			start[ngroups++] = i;
+	start[ngroups] = n;
+	pfree(slot);
+	return ngroups;
+}
+
+/*
+ * Release leases: one round trip (one per hash slot in Cluster mode).
+ * Returns how many Redis still held with our token.  quiet: never ereport,
+ * for cleanup paths, and all of it within RP_CLEANUP_TIMEOUT_MS.
  */
 static int
 rp_release_leases(List *leases, bool quiet)
@@ -199,15 +252,24 @@ rp_release_leases(List *leases, bool quiet)
 	int			n = list_length(leases);
 	RpArg	   *keys;
 	RpArg	   *argv;
-	RpReply    *r;
+	RpArg	   *gkeys;
+	RpArg	   *gargv;
+	int		   *order;
+	int		   *start;
+	int			ngroups;
 	int			released = 0;
 	int			i = 0;
 	ListCell   *lc;
+	TimestampTz deadline;
 
 	if (n == 0)
 		return 0;
 	keys = palloc(sizeof(RpArg) * n);
 	argv = palloc(sizeof(RpArg) * n);
+	gkeys = palloc(sizeof(RpArg) * n);
+	gargv = palloc(sizeof(RpArg) * n);
+	order = palloc(sizeof(int) * n);
+	start = palloc(sizeof(int) * (n + 1));
 	foreach(lc, leases)
 	{
 		RpLease    *l = lfirst(lc);
@@ -216,28 +278,43 @@ rp_release_leases(List *leases, bool quiet)
 		argv[i] = rp_arg_str(l->token);
 		i++;
 	}
-	if (quiet)
+	ngroups = rp_slot_groups(n, keys, order, start);
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
+	for (int g = 0; g < ngroups; g++)
 	{
-		char	   *err;
+		int			gn = start[g + 1] - start[g];
+		RpReply    *r;
 
-		r = rp_eval_quiet(&rp_script_lock_release, n, keys, n, argv,
-						  Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS), &err);
-		if (r == NULL)
+		for (int k = 0; k < gn; k++)
 		{
-			ereport(WARNING,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not release %d Redis lease(s); they will expire by their TTL", n),
-					 errdetail_internal("%s", err)));
-			return 0;
+			gkeys[k] = keys[order[start[g] + k]];
+			gargv[k] = argv[order[start[g] + k]];
 		}
-	}
-	else
-		r = rp_eval(&rp_script_lock_release, n, keys, n, argv);
+		if (quiet)
+		{
+			char	   *err;
+			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
-	if (r->type == RP_REPLY_ARRAY)
-		for (size_t j = 0; j < r->nelem; j++)
-			if (r->elem[j]->type == RP_REPLY_INTEGER && r->elem[j]->integer == 1)
-				released++;
+			r = rp_eval_quiet(&rp_script_lock_release, gn, gkeys, gn, gargv,
+							  (int) Max(left, 1), &err);
+			if (r == NULL)
+			{
+				ereport(WARNING,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("could not release %d Redis lease(s); they will expire by their TTL", gn),
+						 errdetail_internal("%s", err)));
+				continue;
+			}
+		}
+		else
+			r = rp_eval(&rp_script_lock_release, gn, gkeys, gn, gargv);
+
+		if (r->type == RP_REPLY_ARRAY)
+			for (size_t j = 0; j < r->nelem; j++)
+				if (r->elem[j]->type == RP_REPLY_INTEGER && r->elem[j]->integer == 1)
+					released++;
+	}
 	return released;
 }
 
@@ -295,9 +372,15 @@ rp_verify_at_commit(void)
 	ListCell   *lc;
 	RpArg	   *keys;
 	RpArg	   *argv;
+	RpArg	   *gkeys;
+	RpArg	   *gargv;
+	int		   *order;
+	int		   *start;
+	int			ngroups;
+	int			g;
 	int			n;
 	int			i = 0;
-	int64		bad;
+	int64		bad = 0;
 	RpLease    *badl;
 
 	foreach(lc, rp_leases_held)
@@ -312,6 +395,10 @@ rp_verify_at_commit(void)
 		return;
 	keys = palloc(sizeof(RpArg) * n);
 	argv = palloc(sizeof(RpArg) * n);
+	gkeys = palloc(sizeof(RpArg) * n);
+	gargv = palloc(sizeof(RpArg) * n);
+	order = palloc(sizeof(int) * n);
+	start = palloc(sizeof(int) * (n + 1));
 	foreach(lc, check)
 	{
 		RpLease    *l = lfirst(lc);
@@ -320,11 +407,24 @@ rp_verify_at_commit(void)
 		argv[i] = rp_arg_str(l->token);
 		i++;
 	}
-	bad = rp_reply_int(rp_eval(&rp_script_lock_verify, n, keys, n, argv),
-					   "lock_verify");
+	ngroups = rp_slot_groups(n, keys, order, start);
+	for (g = 0; g < ngroups; g++)
+	{
+		int			gn = start[g + 1] - start[g];
+
+		for (int k = 0; k < gn; k++)
+		{
+			gkeys[k] = keys[order[start[g] + k]];
+			gargv[k] = argv[order[start[g] + k]];
+		}
+		bad = rp_reply_int(rp_eval(&rp_script_lock_verify, gn, gkeys, gn, gargv),
+						   "lock_verify");
+		if (bad != 0)
+			break;
+	}
 	if (bad == 0)
 		return;
-	badl = list_nth(check, (int) bad - 1);
+	badl = list_nth(check, order[start[g] + (int) bad - 1]);
 	ereport(ERROR,
 			(errcode(MAKE_SQLSTATE('R', 'P', '0', '0', '2')),
 			 errmsg("lease on \"%s\" was lost before commit", badl->name),
@@ -399,6 +499,54 @@ void
 rp_lock_init(void)
 {
 	/* Callbacks are registered on first use: this may run in the postmaster. */
+	DefineCustomIntVariable("redis_primitives.fence_replicas",
+							"Number of Redis replicas that must acknowledge a new fence token before rp_acquire returns it.",
+							"0 (the default) does not wait.  Otherwise WAIT follows the acquire script, one more round trip; if fewer replicas acknowledge in time, the lease is released and the acquire fails with RP003.",
+							&rp_fence_replicas, 0, 0, 64, PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("redis_primitives.fence_replicas_timeout",
+							"Time Redis' WAIT may take for redis_primitives.fence_replicas acknowledgements.",
+							"Capped at half of redis_primitives.command_timeout, so the reply comes back before the command times out.",
+							&rp_fence_replicas_timeout_ms, 500, 1, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+}
+
+/*
+ * With fence_replicas > 0: WAIT until that many replicas have the counter
+ * increment the acquire script just made, so that a failover to one of them
+ * cannot re-issue the token.  Too few in time: release the lease (quietly,
+ * bounded: the TTL is the safety net) and fail with RP003, rather than hand
+ * out a token the setting exists to refuse.
+ */
+static void
+rp_wait_replicas(const char *name, size_t namelen, const char *token, int64 fence)
+{
+	RpArg		cmd[3];
+	int64		acked;
+	int			timeout = Max(1, Min(rp_fence_replicas_timeout_ms,
+									 rp_command_timeout_ms / 2));
+	RpLease    *l;
+
+	if (rp_fence_replicas <= 0)
+		return;
+	cmd[0] = rp_arg_str("WAIT");
+	cmd[1] = rp_arg_int(rp_fence_replicas);
+	cmd[2] = rp_arg_int(timeout);
+	acked = rp_reply_int(rp_command(3, cmd), "WAIT");
+	if (acked >= rp_fence_replicas)
+		return;
+	l = palloc0(sizeof(RpLease));
+	l->name = (char *) name;
+	l->namelen = namelen;
+	strlcpy(l->token, token, sizeof(l->token));
+	(void) rp_release_leases(list_make1(l), true);
+	ereport(ERROR,
+			(errcode(MAKE_SQLSTATE('R', 'P', '0', '0', '3')),
+			 errmsg("fence token for \"%s\" was not replicated", pnstrdup(name, namelen)),
+			 errdetail(INT64_FORMAT " of %d replica(s) acknowledged fence token " INT64_FORMAT
+					   " within %d ms; the lease was released.",
+					   acked, rp_fence_replicas, fence, timeout),
+			 errhint("A failover now could re-issue this token.  Check the replicas, or lower redis_primitives.fence_replicas.")));
 }
 
 /* ------------------------------------------------------------------------
@@ -489,6 +637,8 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 			/* The lease is counted from when it was asked for: conservative. */
 			TimestampTz expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
 			RpLease    *stale;
+
+			rp_wait_replicas(name, namelen, token, fence);
 
 			/*
 			 * Redis just granted this name to a new token, so any lease the

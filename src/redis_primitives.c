@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * redis_primitives.c
- *		Module entry point: _PG_init and the diagnostics function rp_ping.
+ *		Module entry point: _PG_init and the diagnostics functions rp_ping and
+ *		rp_key_slot.
  *
  * _PG_init is a table of contents: one Init call per subsystem, each of
  * which defines its own settings.  Nothing here may open a connection: when
@@ -86,4 +87,17 @@ rp_ping(PG_FUNCTION_ARGS)
 		nulls[1] = true;
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));
+}
+
+/*
+ * rp_key_slot(key text) -> int: the Redis Cluster hash slot the connection
+ * layer routes a key to; must equal CLUSTER KEYSLOT (tested).
+ */
+PG_FUNCTION_INFO_V1(rp_key_slot_sql);
+Datum
+rp_key_slot_sql(PG_FUNCTION_ARGS)
+{
+	text	   *key = PG_GETARG_TEXT_PP(0);
+
+	PG_RETURN_INT32(rp_key_slot(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key)));
 }

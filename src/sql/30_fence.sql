@@ -60,3 +60,52 @@ AS $$
 $$;
 COMMENT ON FUNCTION @extschema@.rp_fenced_read(pg_catalog.text) IS
   'The fenced value of resource, its fence token and when it was written';
+
+-- The floor the database supplies after a Redis failover.  Replication in
+-- Redis is asynchronous: a promoted replica may lack the last increments of a
+-- fence counter, and would re-issue tokens the database has already accepted.
+-- The highest token a guarded table holds is a floor no lost counter can go
+-- under: rp_acquire(name, ttl, floor => rp_fence_floor('my_table')) issues a
+-- token above every token any row of that table carries.  The maximum is over
+-- the whole table (every lock name that guards rows there): a higher floor
+-- only skips numbers, it never re-issues one.  Index the column and this is
+-- one index probe.  It reads committed rows: see docs/topology.md for the
+-- write still in flight during a failover.
+CREATE INDEX rp_fenced_store_fence ON @extschema@.rp_fenced_store (fence);
+
+CREATE FUNCTION @extschema@.rp_fence_floor(fenced_table pg_catalog.regclass)
+RETURNS pg_catalog.int8
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  col   pg_catalog.text;
+  top   pg_catalog.int8;
+  floor pg_catalog.int8 := 0;
+  found_guard pg_catalog.bool := false;
+BEGIN
+  IF fenced_table IS NULL THEN
+    RAISE EXCEPTION 'fenced_table must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  -- The guarded column is the first argument of each rp_fence_guard trigger.
+  FOR col IN
+    SELECT pg_catalog.split_part(pg_catalog.encode(t.tgargs, 'escape'), '\000', 1)
+    FROM pg_catalog.pg_trigger AS t
+    WHERE t.tgrelid OPERATOR(pg_catalog.=) fenced_table
+      AND t.tgfoid OPERATOR(pg_catalog.=) '@extschema@.rp_fence_guard()'::pg_catalog.regprocedure
+  LOOP
+    found_guard := true;
+    EXECUTE pg_catalog.format('SELECT pg_catalog.max(%I)::pg_catalog.int8 FROM %s', col, fenced_table)
+      INTO top;
+    floor := GREATEST(floor, COALESCE(top, 0));
+  END LOOP;
+  IF NOT found_guard THEN
+    RAISE EXCEPTION 'table % has no rp_fence_guard trigger', fenced_table
+      USING ERRCODE = '22023',
+            HINT = 'The floor is the highest fence token a guarded table holds.';
+  END IF;
+  RETURN floor;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.rp_fence_floor(pg_catalog.regclass) IS
+  'Highest fence token the rp_fence_guard-ed table holds: pass it as rp_acquire''s floor so a Redis failover that lost counter increments cannot re-issue a token the table accepted';
