@@ -313,43 +313,17 @@ rp_step_down(RpElectionState *s, const char *reason)
 }
 
 /*
- * rp_eval with a deadline of its own, returning NULL and *err instead of
- * throwing (a background worker has no error handler: an ERROR would be
- * FATAL).  Not rp_eval_quiet: that one is for exit paths, and after a
- * caught ERROR its RESUME_INTERRUPTS undoes a holdoff that errfinish has
- * already reset, which a process that keeps running must not inherit.
- * command_timeout is what rp_eval waits for; it is lowered for this one call.
+ * rp_eval_quiet, never throwing (a background worker has no error handler:
+ * an ERROR would be FATAL), with a deadline no longer than command_timeout.
+ * Holding interrupts there changes nothing here: SIGTERM and SIGHUP only set
+ * flags that the main loop reads.
  */
 static RpReply *
 rp_elector_eval(const RpScript *script, int nkeys, const RpArg *keys,
 				int nargs, const RpArg *argv, int timeout_ms, char **err)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	int			saved_timeout = rp_command_timeout_ms;
-	RpReply    *volatile reply = NULL;
-
-	*err = NULL;
-	rp_command_timeout_ms = Max(Min(timeout_ms, saved_timeout), 1);
-	PG_TRY();
-	{
-		reply = rp_eval(script, nkeys, keys, nargs, argv);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		*err = edata->detail ?
-			psprintf("%s: %s", edata->message, edata->detail) :
-			pstrdup(edata->message);
-		FreeErrorData(edata);
-		reply = NULL;
-	}
-	PG_END_TRY();
-	rp_command_timeout_ms = saved_timeout;
-	return reply;
+	return rp_eval_quiet(script, nkeys, keys, nargs, argv,
+						 Max(Min(timeout_ms, rp_command_timeout_ms), 1), err);
 }
 
 /* Resign one held election in Redis; quiet, bounded, never throws. */

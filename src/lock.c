@@ -242,6 +242,60 @@ rp_slot_groups(int n, const RpArg *keys, int *order, int *start)
 }
 
 /*
+ * The (lock key, token) pairs of some leases, grouped so that each group is
+ * one hash slot (a single group outside Cluster mode): one group is one
+ * lock_release or lock_verify call.
+ */
+typedef struct RpLeaseBatch
+{
+	RpArg	   *keys;			/* by position in the list */
+	RpArg	   *argv;
+	int		   *order;			/* list positions, grouped by slot */
+	int		   *start;			/* group g is order[start[g] .. start[g + 1]) */
+	int			ngroups;
+	RpArg	   *gkeys;			/* one group's pairs, see rp_batch_group */
+	RpArg	   *gargv;
+} RpLeaseBatch;
+
+static void
+rp_batch_init(RpLeaseBatch *b, List *leases)
+{
+	int			n = list_length(leases);
+	int			i = 0;
+	ListCell   *lc;
+
+	b->keys = palloc(sizeof(RpArg) * n);
+	b->argv = palloc(sizeof(RpArg) * n);
+	b->gkeys = palloc(sizeof(RpArg) * n);
+	b->gargv = palloc(sizeof(RpArg) * n);
+	b->order = palloc(sizeof(int) * n);
+	b->start = palloc(sizeof(int) * (n + 1));
+	foreach(lc, leases)
+	{
+		RpLease    *l = lfirst(lc);
+
+		b->keys[i] = rp_key(l->name, l->namelen, "lock");
+		b->argv[i] = rp_arg_str(l->token);
+		i++;
+	}
+	b->ngroups = rp_slot_groups(n, b->keys, b->order, b->start);
+}
+
+/* Fill gkeys/gargv with group g; returns its size. */
+static int
+rp_batch_group(RpLeaseBatch *b, int g)
+{
+	int			gn = b->start[g + 1] - b->start[g];
+
+	for (int k = 0; k < gn; k++)
+	{
+		b->gkeys[k] = b->keys[b->order[b->start[g] + k]];
+		b->gargv[k] = b->argv[b->order[b->start[g] + k]];
+	}
+	return gn;
+}
+
+/*
  * Release leases: one round trip (one per hash slot in Cluster mode).
  * Returns how many Redis still held with our token.  quiet: never ereport,
  * for cleanup paths, and all of it within RP_CLEANUP_TIMEOUT_MS.
@@ -249,54 +303,26 @@ rp_slot_groups(int n, const RpArg *keys, int *order, int *start)
 static int
 rp_release_leases(List *leases, bool quiet)
 {
-	int			n = list_length(leases);
-	RpArg	   *keys;
-	RpArg	   *argv;
-	RpArg	   *gkeys;
-	RpArg	   *gargv;
-	int		   *order;
-	int		   *start;
-	int			ngroups;
+	RpLeaseBatch b;
 	int			released = 0;
-	int			i = 0;
-	ListCell   *lc;
 	TimestampTz deadline;
 
-	if (n == 0)
+	if (leases == NIL)
 		return 0;
-	keys = palloc(sizeof(RpArg) * n);
-	argv = palloc(sizeof(RpArg) * n);
-	gkeys = palloc(sizeof(RpArg) * n);
-	gargv = palloc(sizeof(RpArg) * n);
-	order = palloc(sizeof(int) * n);
-	start = palloc(sizeof(int) * (n + 1));
-	foreach(lc, leases)
-	{
-		RpLease    *l = lfirst(lc);
-
-		keys[i] = rp_key(l->name, l->namelen, "lock");
-		argv[i] = rp_arg_str(l->token);
-		i++;
-	}
-	ngroups = rp_slot_groups(n, keys, order, start);
+	rp_batch_init(&b, leases);
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
-	for (int g = 0; g < ngroups; g++)
+	for (int g = 0; g < b.ngroups; g++)
 	{
-		int			gn = start[g + 1] - start[g];
+		int			gn = rp_batch_group(&b, g);
 		RpReply    *r;
 
-		for (int k = 0; k < gn; k++)
-		{
-			gkeys[k] = keys[order[start[g] + k]];
-			gargv[k] = argv[order[start[g] + k]];
-		}
 		if (quiet)
 		{
 			char	   *err;
 			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
-			r = rp_eval_quiet(&rp_script_lock_release, gn, gkeys, gn, gargv,
+			r = rp_eval_quiet(&rp_script_lock_release, gn, b.gkeys, gn, b.gargv,
 							  (int) Max(left, 1), &err);
 			if (r == NULL)
 			{
@@ -308,7 +334,7 @@ rp_release_leases(List *leases, bool quiet)
 			}
 		}
 		else
-			r = rp_eval(&rp_script_lock_release, gn, gkeys, gn, gargv);
+			r = rp_eval(&rp_script_lock_release, gn, b.gkeys, gn, b.gargv);
 
 		if (r->type == RP_REPLY_ARRAY)
 			for (size_t j = 0; j < r->nelem; j++)
@@ -370,16 +396,8 @@ rp_verify_at_commit(void)
 {
 	List	   *check = NIL;
 	ListCell   *lc;
-	RpArg	   *keys;
-	RpArg	   *argv;
-	RpArg	   *gkeys;
-	RpArg	   *gargv;
-	int		   *order;
-	int		   *start;
-	int			ngroups;
+	RpLeaseBatch b;
 	int			g;
-	int			n;
-	int			i = 0;
 	int64		bad = 0;
 	RpLease    *badl;
 
@@ -390,41 +408,21 @@ rp_verify_at_commit(void)
 		if (l->xact && l->verify)
 			check = lappend(check, l);
 	}
-	n = list_length(check);
-	if (n == 0)
+	if (check == NIL)
 		return;
-	keys = palloc(sizeof(RpArg) * n);
-	argv = palloc(sizeof(RpArg) * n);
-	gkeys = palloc(sizeof(RpArg) * n);
-	gargv = palloc(sizeof(RpArg) * n);
-	order = palloc(sizeof(int) * n);
-	start = palloc(sizeof(int) * (n + 1));
-	foreach(lc, check)
+	rp_batch_init(&b, check);
+	for (g = 0; g < b.ngroups; g++)
 	{
-		RpLease    *l = lfirst(lc);
+		int			gn = rp_batch_group(&b, g);
 
-		keys[i] = rp_key(l->name, l->namelen, "lock");
-		argv[i] = rp_arg_str(l->token);
-		i++;
-	}
-	ngroups = rp_slot_groups(n, keys, order, start);
-	for (g = 0; g < ngroups; g++)
-	{
-		int			gn = start[g + 1] - start[g];
-
-		for (int k = 0; k < gn; k++)
-		{
-			gkeys[k] = keys[order[start[g] + k]];
-			gargv[k] = argv[order[start[g] + k]];
-		}
-		bad = rp_reply_int(rp_eval(&rp_script_lock_verify, gn, gkeys, gn, gargv),
+		bad = rp_reply_int(rp_eval(&rp_script_lock_verify, gn, b.gkeys, gn, b.gargv),
 						   "lock_verify");
 		if (bad != 0)
 			break;
 	}
 	if (bad == 0)
 		return;
-	badl = list_nth(check, order[start[g] + (int) bad - 1]);
+	badl = list_nth(check, b.order[b.start[g] + (int) bad - 1]);
 	ereport(ERROR,
 			(errcode(MAKE_SQLSTATE('R', 'P', '0', '0', '2')),
 			 errmsg("lease on \"%s\" was lost before commit", badl->name),
