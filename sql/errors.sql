@@ -17,6 +17,7 @@ SELECT rp_extend(NULL::rp_lease, 1000);
 SELECT rp_lock_info(NULL);
 SELECT rp_fenced_write(NULL, '{}', 1);
 SELECT rp_fenced_write('r', '{}', NULL);
+SELECT rp_fenced_read(NULL);
 
 -- 22023: out of range
 SELECT rp_acquire('x', 0);

@@ -34,6 +34,21 @@ SELECT rp_release('acct-1');
 SELECT (rp_acquire('acct-1', 10000, 0, 5)).fence;
 SELECT rp_release('acct-1');
 
+-- Tokens above 2^53 come back exact (a Lua number would round them).
+SELECT (rp_acquire('huge', 10000, 0, 4611686018427387904)).fence;
+SELECT rp_release('huge');
+SELECT (rp_acquire('huge', 10000)).fence;
+SELECT rp_release('huge');
+SELECT (rp_acquire('huge', 10000, 0, 9223372036854775805)).fence;
+SELECT rp_release('huge');
+-- the last token is 2^63 - 1; after it the counter refuses, rather than wrap
+SELECT (rp_acquire('huge', 10000)).fence;
+SELECT rp_release('huge');
+\set VERBOSITY terse
+SELECT rp_acquire('huge', 10000);
+\set VERBOSITY default
+SELECT held, last_fence FROM rp_lock_info('huge');
+
 -- Release by lease: compare-and-delete.  A forged token releases nothing.
 CREATE TEMP TABLE l AS SELECT rp_acquire('acct-2', 10000) AS lease;
 SELECT rp_release(ROW((lease).name, 'forged-token', (lease).fence, (lease).expires_at)::rp_lease) FROM l;

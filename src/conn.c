@@ -49,6 +49,29 @@ static char *rp_username = NULL;
 static char *rp_password = NULL;
 static char *rp_password_file = NULL;
 static int	rp_connect_timeout_ms = 2000;
+
+/*
+ * A cleanup path (rp_eval_quiet) caps how long a connect may take, so a
+ * ROLLBACK or a backend exit is never held up for a whole connect_timeout.
+ */
+static int	rp_connect_cap_ms = 0;	/* 0: no cap */
+
+static int
+rp_connect_budget_ms(void)
+{
+	if (rp_connect_cap_ms > 0)
+		return Min(rp_connect_timeout_ms, rp_connect_cap_ms);
+	return rp_connect_timeout_ms;
+}
+
+/*
+ * True from the first byte of an exchange until its last reply was read.
+ * An exchange cut short by FATAL (pg_terminate_backend) or postmaster death
+ * never reaches rp_exchange's PG_CATCH; the flag still marks the connection
+ * as out of step, and the next call (say, the release at backend exit)
+ * drops it instead of reading the old reply as its own.
+ */
+static bool rp_in_exchange = false;
 int			rp_command_timeout_ms = 2000;
 char	   *rp_key_prefix = NULL;
 static char *rp_sentinels = NULL;
@@ -534,8 +557,8 @@ rp_connect_wait(redisContext *c, TimestampTz deadline)
 		if (!rp_wait(WL_SOCKET_WRITEABLE, deadline))
 			rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 					"could not connect to Redis",
-					psprintf("no connection within redis_primitives.connect_timeout (%d ms)",
-							 rp_connect_timeout_ms));
+					psprintf("no connection within %d ms (redis_primitives.connect_timeout)",
+							 rp_connect_budget_ms()));
 		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &errlen) < 0)
 			err = errno;
 		if (err != 0)
@@ -808,8 +831,8 @@ rp_connect_sentinel(TimestampTz deadline)
 
 	rp_peer_host[0] = '\0';
 	if (why.len == 0)
-		appendStringInfo(&why, "no time left within redis_primitives.connect_timeout (%d ms)",
-						 rp_connect_timeout_ms);
+		appendStringInfo(&why, "no time left within %d ms (redis_primitives.connect_timeout)",
+						 rp_connect_budget_ms());
 	ereport(ERROR,
 			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 			 errmsg("could not connect to the Redis master \"%s\" through its sentinels",
@@ -825,14 +848,24 @@ rp_connect(void)
 	rp_conn_drop();
 	rp_config_changed = false;
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   rp_connect_timeout_ms);
+										   rp_connect_budget_ms());
 	if (rp_sentinel_mode())
 	{
 		rp_connect_sentinel(deadline);
 		return;
 	}
-	rp_open(rp_host, rp_port, rp_unix_socket, deadline);
-	rp_handshake(deadline, false);
+	/* A connection that failed its handshake must not survive to be reused. */
+	PG_TRY();
+	{
+		rp_open(rp_host, rp_port, rp_unix_socket, deadline);
+		rp_handshake(deadline, false);
+	}
+	PG_CATCH();
+	{
+		rp_conn_drop();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 }
 
 /* ------------------------------------------------------------------------
@@ -955,6 +988,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out, bool raise_errors)
 	redisReply *volatile held = NULL;
 	char	   *volatile first_error = NULL;
 
+	rp_in_exchange = true;
 	PG_TRY();
 	{
 		int			done = 0;
@@ -1021,9 +1055,11 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out, bool raise_errors)
 		if (held != NULL)
 			freeReplyObject(held);
 		rp_conn_drop();
+		rp_in_exchange = false;
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	rp_in_exchange = false;
 
 	if (first_error != NULL)
 		rp_raise_redis_error(first_error);
@@ -1039,6 +1075,11 @@ static RpReply *rp_eval_cluster(const RpScript *script, int nkeys,
 static void
 rp_check_config(void)
 {
+	if (rp_in_exchange)
+	{
+		rp_conn_reset();
+		rp_in_exchange = false;
+	}
 	if (rp_config_changed)
 	{
 		rp_conn_reset();
@@ -1063,7 +1104,7 @@ rp_ensure_connected(void)
 			rp_cluster_load_slots();
 		rp_cluster_connect_node(rp_cur_node,
 								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-															rp_connect_timeout_ms));
+															rp_connect_budget_ms()));
 		return;
 	}
 	if (rp_ctx != NULL && rp_conn_is_stale())
@@ -1213,7 +1254,7 @@ static void
 rp_cluster_load_slots(void)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   rp_connect_timeout_ms);
+													   rp_connect_budget_ms());
 	int			seed = rp_node_find_or_add(rp_host, rp_port);
 	int			n = rp_nnodes;
 	StringInfoData why;
@@ -1310,7 +1351,7 @@ rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
 
 		rp_cluster_connect_node(node,
 								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-															rp_connect_timeout_ms));
+															rp_connect_budget_ms()));
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 		for (int pass = 0; pass < 2; pass++)
 		{
@@ -1407,10 +1448,13 @@ rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 	MemoryContext oldcxt = CurrentMemoryContext;
 	RpReply    *volatile reply = NULL;
 	uint32		holdoff;
+	uint32		cancel_holdoff = QueryCancelHoldoffCount;
+	int			saved_cap = rp_connect_cap_ms;
 
 	*errmsg_out = NULL;
 	HOLD_INTERRUPTS();
 	holdoff = InterruptHoldoffCount;
+	rp_connect_cap_ms = timeout_ms;
 	PG_TRY();
 	{
 		reply = rp_eval_internal(script, nkeys, keys, nargs, argv, timeout_ms);
@@ -1419,8 +1463,9 @@ rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 	{
 		ErrorData  *edata;
 
-		/* errfinish() zeroed the holdoff count: put ours back. */
+		/* errfinish() zeroed the holdoff counts: put ours back. */
 		InterruptHoldoffCount = holdoff;
+		QueryCancelHoldoffCount = cancel_holdoff;
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
 		FlushErrorState();
@@ -1431,6 +1476,7 @@ rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 		reply = NULL;
 	}
 	PG_END_TRY();
+	rp_connect_cap_ms = saved_cap;
 	RESUME_INTERRUPTS();
 	return reply;
 }

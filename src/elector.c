@@ -326,12 +326,36 @@ rp_elector_eval(const RpScript *script, int nkeys, const RpArg *keys,
 						 Max(Min(timeout_ms, rp_command_timeout_ms), 1), err);
 }
 
+/*
+ * Who this elector is in Redis: node_id plus a tag drawn once per start.
+ * node_id names the server for people; the tag makes the term this process
+ * holds its own, so a second server configured with the same node_id (a
+ * promoted copy of this one, say) or an SQL rp_campaign naming it can
+ * neither renew nor resign it.
+ */
+static const char *
+rp_owner(RpElectionState *s)
+{
+	static char tag[17] = "";
+
+	if (tag[0] == '\0')
+	{
+		uint8		buf[8];
+
+		if (!pg_strong_random(buf, sizeof(buf)))
+			elog(ERROR, "could not generate a random elector tag");
+		for (int i = 0; i < 8; i++)
+			snprintf(tag + 2 * i, 3, "%02x", buf[i]);
+	}
+	return psprintf("%s#%s", s->node_id, tag);
+}
+
 /* Resign one held election in Redis; quiet, bounded, never throws. */
 static void
 rp_resign(RpElectionState *s, const char *reason)
 {
 	RpArg		keys[1];
-	RpArg		argv[2];
+	RpArg		argv[3];
 	char	   *err;
 	RpReply    *r;
 
@@ -340,11 +364,12 @@ rp_resign(RpElectionState *s, const char *reason)
 	keys[0] = rp_key(s->name, strlen(s->name), "leader");
 	argv[0] = rp_arg_str(s->node_id);
 	argv[1] = rp_arg_int(s->epoch);
+	argv[2] = rp_arg_str(rp_owner(s));
 	/* Stop believing before asking Redis to let someone else in. */
 	s->valid_until_us = 0;
 	s->valid_until = 0;
 	rp_publish();
-	r = rp_elector_eval(&rp_script_election_resign, 1, keys, 2, argv,
+	r = rp_elector_eval(&rp_script_election_resign, 1, keys, 3, argv,
 						RP_RESIGN_TIMEOUT_MS, &err);
 	if (r == NULL)
 		ereport(WARNING,
@@ -431,7 +456,7 @@ static void
 rp_campaign_once(RpElectionState *s)
 {
 	RpArg		keys[2];
-	RpArg		argv[2];
+	RpArg		argv[3];
 	int64		lease = rp_election_lease_ms;
 	int64		believe = lease - rp_election_margin_ms;
 	int64		sent_us;
@@ -444,6 +469,7 @@ rp_campaign_once(RpElectionState *s)
 	keys[1] = rp_key(s->name, strlen(s->name), "fence");
 	argv[0] = rp_arg_str(s->node_id);
 	argv[1] = rp_arg_int(lease);
+	argv[2] = rp_arg_str(rp_owner(s));
 
 	/*
 	 * Read the clocks before anything is sent.  A reply that arrives after
@@ -451,7 +477,7 @@ rp_campaign_once(RpElectionState *s)
 	 */
 	sent_us = rp_elector_clock_us();
 	sent = GetCurrentTimestamp();
-	r = rp_elector_eval(&rp_script_election_campaign, 2, keys, 2, argv,
+	r = rp_elector_eval(&rp_script_election_campaign, 2, keys, 3, argv,
 						(int) Max(Min(believe, (int64) INT_MAX), 1), &err);
 	if (r == NULL)
 	{

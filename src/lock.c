@@ -193,7 +193,10 @@ rp_try_acquire(const char *name, size_t namelen, const char *token,
 	r = rp_eval(&rp_script_lock_acquire, 2, keys, 3, argv);
 	if (rp_reply_is_nil(r))
 		return 0;
-	return rp_reply_int(r, "lock_acquire");
+	/* Returned as text: above 2^53 a Lua number would round it. */
+	if (r->type != RP_REPLY_STRING)
+		elog(ERROR, "unexpected Redis reply for lock_acquire: expected a decimal string");
+	return pg_strtoint64(r->str);
 }
 
 /*
@@ -441,6 +444,24 @@ rp_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
 			rp_verify_at_commit();
 			break;
+		case XACT_EVENT_PRE_PREPARE:
+			/*
+			 * A prepared transaction outlives this session's part in it:
+			 * nothing would release its leases at COMMIT PREPARED, and
+			 * verify_at_commit could not run there.  Refuse, as
+			 * postgres_fdw does for its remote transactions.
+			 */
+			{
+				ListCell   *lc;
+
+				foreach(lc, rp_leases_held)
+					if (((RpLease *) lfirst(lc))->xact)
+						ereport(ERROR,
+								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+								 errmsg("cannot PREPARE a transaction that holds a lease from rp_acquire_xact"),
+								 errhint("Release the lease first, or take it with rp_acquire.")));
+			}
+			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_ABORT:
@@ -472,13 +493,23 @@ rp_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 }
 
+/*
+ * Backend exit.  Once proc_exit has begun, errstart() promotes every ERROR
+ * to FATAL, which no PG_CATCH sees: a Redis timeout here would end the
+ * process with a second FATAL halfway through its exit callbacks.  For the
+ * duration of this one bounded, quiet release the flag is lowered, so an
+ * error stays an ERROR that rp_eval_quiet catches and turns into a WARNING.
+ */
 static void
 rp_exit_callback(int code, Datum arg)
 {
 	List	   *all = rp_leases_held;
+	bool		exiting = proc_exit_inprogress;
 
 	rp_leases_held = NIL;
+	proc_exit_inprogress = false;
 	rp_release_and_forget(all);
+	proc_exit_inprogress = exiting;
 	rp_conn_reset();
 }
 
@@ -607,6 +638,7 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	TimestampTz deadline = TimestampTzPlusMilliseconds(start, wait_ms);
 	TimestampTz lock_deadline = 0;
 	long		backoff = 5;
+	MemoryContext attempt_cxt;
 
 	if (xact && PG_NARGS() > 4)
 	{
@@ -621,14 +653,21 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 
 	rp_register_callbacks();
 	rp_new_token(token);
+	/* A wait may last for hours: each attempt's memory goes with it. */
+	attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "rp_acquire attempt",
+										ALLOCSET_SMALL_SIZES);
 
 	for (;;)
 	{
 		TimestampTz sent = GetCurrentTimestamp();
+		MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
 		int64		fence = rp_try_acquire(name, namelen, token, ttl_ms, floor);
 		TimestampTz now;
 		long		remaining;
 		long		pause;
+
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(attempt_cxt);
 
 		if (fence > 0)
 		{

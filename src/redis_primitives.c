@@ -38,14 +38,15 @@ static emit_log_hook_type rp_prev_emit_log_hook = NULL;
 static void
 rp_emit_log_hook(ErrorData *edata)
 {
-	static const char *const secrets[] = {
-		"parameter \"redis_primitives.password\" changed to ",
-	};
-
-	if (edata->message != NULL)
-		for (size_t i = 0; i < lengthof(secrets); i++)
-			if (strncmp(edata->message, secrets[i], strlen(secrets[i])) == 0)
-				edata->message = pstrdup("parameter \"redis_primitives.password\" changed");
+	/*
+	 * Match the untranslated format (message_id), not the message, which
+	 * lc_messages may have translated; the parameter name is an argument and
+	 * stays as it is in every language.
+	 */
+	if (edata->message_id != NULL && edata->message != NULL &&
+		strcmp(edata->message_id, "parameter \"%s\" changed to \"%s\"") == 0 &&
+		strstr(edata->message, "\"redis_primitives.password\"") != NULL)
+		edata->message = pstrdup("parameter \"redis_primitives.password\" changed");
 	if (rp_prev_emit_log_hook)
 		rp_prev_emit_log_hook(edata);
 }

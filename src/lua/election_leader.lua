@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=no-writes
 -- election_leader.lua: who leads an election now.
 --
 -- KEYS[1]  <prefix>{name}:leader  (see election_campaign.lua)

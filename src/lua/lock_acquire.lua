@@ -9,7 +9,8 @@
 -- ARGV[3]  floor: the counter is first raised to at least this value, so a
 --          counter lost in Redis never re-issues a token already seen
 --
--- Returns the new fence token, or false when the lock is held.  Nothing is
+-- Returns the new fence token as a decimal string (a Lua number would round
+-- it above 2^53), or false when the lock is held.  Nothing is
 -- written unless the lease is taken, and the counter is checked for overflow
 -- before anything is written.  Integers are compared as decimal strings:
 -- Lua numbers are doubles and cannot hold every int64.
@@ -30,4 +31,5 @@ end
 if start ~= cur then
   redis.call('SET', KEYS[2], start)
 end
-return redis.call('INCR', KEYS[2])
+redis.call('INCR', KEYS[2])
+return redis.call('GET', KEYS[2])

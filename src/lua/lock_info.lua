@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=no-writes
 -- lock_info.lua: what Redis holds for one lock name, without the token.
 --
 -- KEYS[1]  <prefix>{name}:lock

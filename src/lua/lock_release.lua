@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- lock_release.lua: compare-and-delete for any number of leases.
 --
 -- KEYS[i]  <prefix>{name_i}:lock

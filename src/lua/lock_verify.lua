@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=no-writes
 -- lock_verify.lua: are these leases all still held with these tokens?
 --
 -- KEYS[i]  <prefix>{name_i}:lock

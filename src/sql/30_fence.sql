@@ -51,12 +51,18 @@ CREATE FUNCTION @extschema@.rp_fenced_read(resource pg_catalog.text,
                                            OUT value pg_catalog.jsonb, OUT fence pg_catalog.int8,
                                            OUT updated_at pg_catalog.timestamptz)
 RETURNS record
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-  SELECT s.value, s.fence, s.updated_at
+BEGIN
+  -- NULL must not read as "no such resource".
+  IF resource IS NULL THEN
+    RAISE EXCEPTION 'resource must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  SELECT s.value, s.fence, s.updated_at INTO value, fence, updated_at
   FROM @extschema@.rp_fenced_store AS s
-  WHERE s.resource OPERATOR(pg_catalog.=) rp_fenced_read.resource
+  WHERE s.resource OPERATOR(pg_catalog.=) rp_fenced_read.resource;
+END
 $$;
 COMMENT ON FUNCTION @extschema@.rp_fenced_read(pg_catalog.text) IS
   'The fenced value of resource, its fence token and when it was written';

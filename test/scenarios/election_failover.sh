@@ -9,7 +9,7 @@
 # with a reload, or its elector process frozen with SIGSTOP.
 source "$(dirname "$0")/election.bash"
 
-echo "1..18"
+echo "1..20"
 trap stop_nodes EXIT
 
 start_node n1
@@ -22,6 +22,11 @@ is "$(nsql n1 "SELECT rp_is_leader('$ELECTION')")|$(nsql n2 "SELECT rp_is_leader
 	"exactly one server believes it leads"
 is "$(nsql n2 "SELECT node_id || ' ' || epoch FROM rp_leader('$ELECTION')")" "n1 $(node_epoch n1)" \
 	"Redis agrees: n1 leads with the epoch n1 publishes"
+# The term belongs to n1's elector process, not to the string 'n1': an SQL
+# call (or a second server configured as n1) can neither renew nor resign it.
+is "$(nsql n2 "SELECT coalesce(rp_campaign('$ELECTION', 'n1', 1)::text, 'NULL') || ' ' || rp_resign('$ELECTION', 'n1')::text")" "NULL false" \
+	"an SQL campaign or resign naming n1 cannot touch the term n1's elector holds"
+is "$(nsql n2 "SELECT ttl_ms > 1 FROM rp_leader('$ELECTION')")" "t" "and the lease was not shortened"
 
 # ---- clean handover: the leader's server stops ---------------------------
 nsql n2 "SELECT wait_leader(true, 5000)" >"$RP_TMP/h1.out" &

@@ -6,7 +6,7 @@
 # Backend exit releases whatever the session still holds.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 21
+plan 22
 held() { q "SELECT (rp_lock_info('$1')).held"; }
 poll_free() {  # name : ms until the lock is free (or 5000)
 	local t; t=$(now_ms)
@@ -30,6 +30,8 @@ out=$(session_q s "SAVEPOINT b; SELECT (rp_acquire_xact('x4b', 30000)).fence IS 
 is "$(echo $out)" "t t f" "taken in a subtransaction that commits: held until the top-level COMMIT"
 session_q s "DO \$\$ BEGIN BEGIN PERFORM rp_acquire_xact('x5', 30000); PERFORM 1/0; EXCEPTION WHEN division_by_zero THEN NULL; END; END \$\$" >/dev/null
 is "$(held x5)" "f" "taken in a PL/pgSQL block whose exception was caught: released with the block"
+out=$(session_q s "BEGIN; SELECT (rp_acquire_xact('xp', 30000)).fence IS NOT NULL; PREPARE TRANSACTION 'rp_px'; SELECT (rp_lock_info('xp')).held")
+is "$(echo $out)" "t ERROR: 0A000 f" "PREPARE TRANSACTION with an xact lease is refused (0A000), and the lease released with the abort"
 out=$(session_q s "BEGIN; SELECT (rp_acquire('x6', 30000)).fence IS NOT NULL; ROLLBACK; SELECT (rp_lock_info('x6')).held; SELECT rp_release('x6')")
 is "$(echo $out)" "t t t" "a session lease (rp_acquire) survives ROLLBACK, like pg_advisory_lock"
 
