@@ -184,6 +184,7 @@ DECLARE
   t0 timestamptz := clock_timestamp();
   st text;
   msg text;
+  det text;
   argl text := '';
 BEGIN
   SELECT * INTO p FROM pg_proc WHERE oid = fn;
@@ -195,7 +196,8 @@ BEGIN
   BEGIN
     EXECUTE sql INTO res;
   EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+    msg := msg || coalesce(' / ' || nullif(det, ''), '');
   END;
   INSERT INTO rp_fuzz.log (fn, mode, pos, args, sqlstate, message, result_null, ms, expect)
   VALUES (fn, mode, pos, left(argl, 300), st, left(msg, 300),
@@ -293,11 +295,13 @@ DECLARE
   t0 timestamptz := clock_timestamp();
   st text;
   msg text;
+  det text;
 BEGIN
   BEGIN
     EXECUTE sql;
   EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+    msg := msg || coalesce(' / ' || nullif(det, ''), '');
   END;
   INSERT INTO rp_fuzz.log (fn, mode, pos, args, sqlstate, message, result_null, ms, expect)
   VALUES ('rp_fence_guard()'::regprocedure, label, NULL, left(sql, 300), st, left(msg, 300),
