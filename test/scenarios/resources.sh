@@ -24,7 +24,7 @@
 # Default: 5,000 calls per type (55,000 in all).  RP_FUZZ_LONG=1: 100,000 per
 # type (1,100,000 in all).
 source "$(dirname "$0")/tap.bash"
-plan 17
+plan 18
 
 if [ "${RP_FUZZ_LONG:-0}" = 1 ]; then N=100000; else N=5000; fi
 BATCH=5000 WARM=5000
@@ -55,7 +55,8 @@ dead_port() {
 DEAD=$(dead_port)
 
 session_q s "SELECT rp_campaign('mem-election', 'mem-node', 600000)" >/dev/null
-session_q s "CREATE TEMP TABLE lease AS SELECT rp_acquire('mem-extend', 600000) AS l" >/dev/null
+is "$(session_q s "CREATE TEMP TABLE lease AS SELECT rp_acquire('mem-extend-' || pg_backend_pid(), 600000) AS l; SELECT count(l) FROM lease")" "1" \
+	"a lease to extend"
 redis hset "$(key mem-wrongtype rl:gcra)" not a-string >/dev/null
 
 # The body of one call, $i being the loop counter.  Errors are expected where
@@ -97,7 +98,9 @@ for t in $order; do
 	[ "$t" = error_unreachable ] && session_q s "RESET redis_primitives.port" >/dev/null
 	total=$((total + WARM + N))
 	report="$report$(printf '%-26s %9d %9d %9d %9d %7d' "$t" "$r0" "$r1" "$p0" "$p1" $((p1 - p0)))\n"
-	cmp_ok $((p1 - p0)) -lt "$BOUND_KB" "$t: anonymous memory grew $((p1 - p0)) kB over $N calls (RSS $r0 -> $r1 kB)${errs:+; errors: $errs}"
+	[ -n "$errs" ] && diag "$t: unexpected errors: $(echo "$errs" | sort | uniq -c | tr '\n' ' ')"
+	ok $(( (p1 - p0) >= BOUND_KB || ${#errs} > 0 )) \
+		"$t: anonymous memory grew $((p1 - p0)) kB over $N calls, no unexpected error (RSS $r0 -> $r1 kB)"
 done
 elapsed=$(( $(now_ms) - start ))
 diag "$total calls in $((elapsed / 1000)) s; kB:"
@@ -145,7 +148,9 @@ fd0=$(nfd)
 out=$(fd_round 100 80 20)
 fd1=$(nfd)
 is "$out" "200" "200 forced reconnects: 100 dead-port, 80 CLIENT KILL, 20 timeouts"
-is "$fd1" "$fd0" "the backend's open file descriptors: $fd0 before, $fd1 after"
+# PostgreSQL's own cache of open relation files may close or open a few;
+# a descriptor leaked per reconnect would add 200.
+cmp_ok "$fd1" -le $((fd0 + 5)) "the backend's open file descriptors: $fd0 before, $fd1 after 200 reconnects"
 # ... and not equal because both are at the limit (a leak per connection
 # reaches 1024 within the memory test's 08001 calls).
 cmp_ok "$fd1" -lt 200 "and far from the limit of $(awk '/open files/ {print $4}' "/proc/$pid/limits")"
