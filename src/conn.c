@@ -282,6 +282,17 @@ rp_connect(void)
 
 	rp_conn_reset();
 	rp_config_changed = false;
+
+	/*
+	 * The password first: an error reading password_file must not leave a
+	 * connected but unauthenticated context behind, which every later call
+	 * would reuse (NOAUTH) even after the file is fixed.
+	 */
+	password = rp_password;
+	if ((password == NULL || password[0] == '\0') &&
+		rp_password_file && rp_password_file[0])
+		password = rp_read_password_file();
+
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   rp_connect_timeout_ms);
 
@@ -302,10 +313,6 @@ rp_connect(void)
 	rp_connect_wait(c, deadline);
 
 	/* AUTH and SELECT, pipelined: one round trip. */
-	password = rp_password;
-	if ((password == NULL || password[0] == '\0') &&
-		rp_password_file && rp_password_file[0])
-		password = rp_read_password_file();
 	if (password && password[0])
 	{
 		if (rp_username && rp_username[0])
