@@ -24,7 +24,7 @@
 # Default: 5,000 calls per type (55,000 in all).  RP_FUZZ_LONG=1: 100,000 per
 # type (1,100,000 in all).
 source "$(dirname "$0")/tap.bash"
-plan 18
+plan 20
 
 if [ "${RP_FUZZ_LONG:-0}" = 1 ]; then N=100000; else N=5000; fi
 BATCH=5000 WARM=5000
@@ -159,6 +159,21 @@ is "$(session_q s "SELECT held FROM rp_lock_info('fd')")" "f" "and it still work
 # Its TCP connections to Redis, as the kernel sees them (ss -p: owner pid).
 is "$(ss -tnp state established "( dport = :$REDIS_PORT )" | grep -c "pid=$pid,")" "1" \
 	"the backend has exactly one connection to Redis (every dropped one was closed)"
+
+# An error while connecting must not leave a half-set-up context behind: a
+# password_file that cannot be read (58P01) once must not leave a connected,
+# unauthenticated context that every later call reuses (NOAUTH, 28000) even
+# after the file is there.  A private Redis with a password, on a free port.
+source "$(dirname "$0")/../../scripts/lib.sh"
+PWPORT=$(dead_port) PWFILE=$RP_TMP/resources-pw
+rm -f "$PWFILE"
+rp_start_redis "$PWPORT" --requirepass pw-Resources1 >/dev/null
+session_q s "SET redis_primitives.port = $PWPORT; SET redis_primitives.password_file = '$PWFILE'" >/dev/null
+is "$(session_q s "SELECT held FROM rp_lock_info('pw')")" "ERROR:  58P01" "password_file missing: 58P01"
+echo pw-Resources1 >"$PWFILE"; chmod 644 "$PWFILE"
+is "$(session_q s "SELECT held FROM rp_lock_info('pw')")" "f" "the file is there: the next call connects and authenticates"
+session_q s "RESET redis_primitives.port; RESET redis_primitives.password_file" >/dev/null
+rp_stop_redis "$PWPORT"
 
 session_q s "SELECT rp_resign('mem-election', 'mem-node'); SELECT rp_release_all()" >/dev/null
 session_close s
