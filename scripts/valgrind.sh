@@ -5,6 +5,8 @@
 #
 #   bash scripts/valgrind.sh                 # pg_regress + every pgTAP file
 #   RP_VALGRIND_PGTAP="lock" bash scripts/valgrind.sh   # pgTAP files matching
+#   RP_VALGRIND_FUZZ=1 bash scripts/valgrind.sh   # and the bad-input scenario
+#                                            # (several thousand odd calls)
 #   RP_VALGRIND_OUT=/some/dir                # where the logs are kept (default
 #                                            # /tmp/rp-valgrind-logs)
 #
@@ -92,6 +94,11 @@ for f in test/pgtap/*.sql; do
 	redis-cli -p "$REDIS_PORT" flushall >/dev/null
 	pg_prove -d rp_test "$f" 2>&1 | tail -3
 done
+if [ "${RP_VALGRIND_FUZZ:-0}" = 1 ]; then
+	echo "==== test/scenarios/fuzz_bad_input.sh (under valgrind)"
+	redis-cli -p "$REDIS_PORT" flushall >/dev/null
+	prove test/scenarios/fuzz_bad_input.sh 2>&1 | tail -3
+fi
 echo "suites ran in $(( $(date +%s) - start )) s under valgrind"
 
 # A clean stop, so that every process finishes its log.
