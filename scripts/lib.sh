@@ -34,9 +34,10 @@ rp_setup() {
 	rp_install_packages "$@"
 	PGBIN=$(pg_config --bindir)
 	export PATH="$PGBIN:$PATH"
-	make -C "$RP_ROOT" -s >/dev/null
+	# A failed build must stop here, not test the library installed before.
+	make -C "$RP_ROOT" -s >/dev/null || { rp_log "Build failed."; exit 1; }
 	if [ -w "$(pg_config --pkglibdir)" ]; then
-		make -C "$RP_ROOT" -s install >/dev/null
+		make -C "$RP_ROOT" -s install >/dev/null || { rp_log "make install failed."; exit 1; }
 	else
 		rp_log "Cannot write to $(pg_config --pkglibdir): run as root or 'sudo make install' first."
 		exit 1

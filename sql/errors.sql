@@ -28,6 +28,10 @@ SELECT rp_acquire('x', 1000, 0, -1);
 SELECT rp_acquire('x', 1000, 0, 9223372036854775807);
 SELECT rp_acquire('', 1000);
 SELECT rp_extend(ROW('x', 't', 1, now())::rp_lease, 0);
+-- a lease record no rp_acquire can return: an error, not false/NULL
+SELECT rp_release(ROW('', repeat('0', 32), 1, now())::rp_lease);
+SELECT rp_extend(ROW('', repeat('0', 32), 1, now())::rp_lease, 1000);
+SELECT rp_extend(ROW('x', repeat('0', 32), NULL, now())::rp_lease, 1000);
 
 -- nothing was taken by any of the above
 SELECT count(*) AS leases FROM rp_leases();

@@ -725,10 +725,16 @@ rp_acquire_xact(PG_FUNCTION_ARGS)
 	return rp_acquire_common(fcinfo, true);
 }
 
-/* Read the fields of an rp_lease argument. */
+/*
+ * Read the fields of an rp_lease argument.  A NULL name or token is 22004 and
+ * an empty name 22023, as for rp_release(name): no lease can have them, so
+ * answering "not held" would make false/NULL mean bad input too.  fence may
+ * be NULL only where the caller does not use it (fence_isnull == NULL means
+ * it is required).
+ */
 static void
 rp_lease_arg(FunctionCallInfo fcinfo, int argno, text **name, text **token,
-			 int64 *fence)
+			 int64 *fence, bool *fence_isnull)
 {
 	HeapTupleHeader rec;
 	bool		isnull;
@@ -745,6 +751,10 @@ rp_lease_arg(FunctionCallInfo fcinfo, int argno, text **name, text **token,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("lease name must not be NULL")));
 	*name = DatumGetTextPP(d);
+	if (VARSIZE_ANY_EXHDR(*name) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease name must not be empty")));
 	d = GetAttributeByName(rec, "token", &isnull);
 	if (isnull)
 		ereport(ERROR,
@@ -752,7 +762,13 @@ rp_lease_arg(FunctionCallInfo fcinfo, int argno, text **name, text **token,
 				 errmsg("lease token must not be NULL")));
 	*token = DatumGetTextPP(d);
 	d = GetAttributeByName(rec, "fence", &isnull);
+	if (isnull && fence_isnull == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease fence must not be NULL")));
 	*fence = isnull ? 0 : DatumGetInt64(d);
+	if (fence_isnull)
+		*fence_isnull = isnull;
 }
 
 /* A lease built by hand, not from this session's registry. */
@@ -779,9 +795,10 @@ rp_release_lease(PG_FUNCTION_ARGS)
 	int64		fence;
 	RpLease    *l;
 	RpLease    *mine;
+	bool		fence_isnull;
 	bool		released;
 
-	rp_lease_arg(fcinfo, 0, &name, &token, &fence);
+	rp_lease_arg(fcinfo, 0, &name, &token, &fence, &fence_isnull);
 	l = rp_transient_lease(name, token);
 	if (l->token[0] == '\0' || l->namelen == 0)
 		PG_RETURN_BOOL(false);
@@ -846,7 +863,8 @@ rp_extend(PG_FUNCTION_ARGS)
 	TimestampTz sent;
 	TimestampTz expires;
 
-	rp_lease_arg(fcinfo, 0, &name, &token, &fence);
+	/* The fence is required: the lease returned carries it. */
+	rp_lease_arg(fcinfo, 0, &name, &token, &fence, NULL);
 	ttl_ms = rp_arg_int8(fcinfo, 1, "ttl_ms", 1, RP_MAX_TTL_MS);
 	l = rp_transient_lease(name, token);
 	if (l->token[0] == '\0' || l->namelen == 0)

@@ -98,7 +98,7 @@ PG_FUNCTION_INFO_V1(rp_key_slot_sql);
 Datum
 rp_key_slot_sql(PG_FUNCTION_ARGS)
 {
-	text	   *key = PG_GETARG_TEXT_PP(0);
+	text	   *key = rp_arg_text(fcinfo, 0, "key");
 
 	PG_RETURN_INT32(rp_key_slot(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key)));
 }

@@ -50,7 +50,7 @@ ok $? "three masters form a cluster (16384 slots covered)"
 
 # ---- our CRC16 is Redis' ------------------------------------------------------
 keys=(foo bar "{user1000}.following" "{user1000}.followers" "foo{}{bar}" "foo{{bar}}zap" "foo{bar}{zap}"
-	"{}" "a}b{c" "rp:{account-42}:lock" "rp:{account-42}:fence" "rp:{k}:rl:gcra" "x{y" "")
+	"{}" "a}b{c" "rp:{account-42}:lock" "rp:{account-42}:fence" "rp:{k}:rl:gcra" "x{y")
 for i in $(seq 1 40); do keys+=("rp:{name-$i}:lock" "key:$RANDOM:$i"); done
 mismatch=0
 for k in "${keys[@]}"; do

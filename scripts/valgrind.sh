@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# scripts/valgrind.sh -- the regression suite with PostgreSQL under valgrind
+# (issue 3, item 7).  On demand, not part of scripts/test.sh: it takes
+# several minutes.
+#
+#   bash scripts/valgrind.sh                 # pg_regress + every pgTAP file
+#   RP_VALGRIND_PGTAP="lock" bash scripts/valgrind.sh   # pgTAP files matching
+#   RP_VALGRIND_FUZZ=1 bash scripts/valgrind.sh   # and the bad-input scenario
+#                                            # (several thousand odd calls)
+#   RP_VALGRIND_OUT=/some/dir                # where the logs are kept (default
+#                                            # /tmp/rp-valgrind-logs)
+#
+# Builds and installs the extension, starts a throwaway Redis and a
+# PostgreSQL whose postmaster runs under valgrind memcheck (every backend and
+# the background elector are forks of it, so all of them are checked; one
+# log per process), runs the pg_regress suite and the pgTAP files, stops the
+# server cleanly and reports
+#
+#   valgrind errors in redis_primitives code: N
+#
+# counting each error whose stack passes through redis_primitives.so or
+# libhiredis; errors elsewhere (PostgreSQL itself) are counted apart.  Exit
+# status 1 when N > 0.
+#
+# Debian's PostgreSQL is not built with USE_VALGRIND, so palloc'd memory is
+# not tracked chunk by chunk: what memcheck sees is malloc (hiredis' replies
+# and contexts), the stack, and reads of uninitialised values.  The few
+# PostgreSQL-wide false positives (padding bytes written to a socket or
+# file) are suppressed by scripts/valgrind.supp.  Leak checking is off
+# (--leak-check=no): a backend exits without freeing its memory contexts, by
+# design; leaks per call are measured by test/scenarios/resources.sh.
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+
+command -v valgrind >/dev/null || rp_install_packages valgrind
+OUT=${RP_VALGRIND_OUT:-/tmp/rp-valgrind-logs}
+rp_setup
+cd "$RP_ROOT"
+
+RP_TMP=$(mktemp -d /tmp/redis_primitives.XXXXXX)
+chmod 755 "$RP_TMP"
+[ "$(id -u)" -eq 0 ] && chown postgres: "$RP_TMP"
+trap rp_stop_servers EXIT
+trap 'exit 130' INT TERM
+export RP_TMP
+export REDIS_PORT=$(rp_free_port) PGPORT=$(rp_free_port)
+export PGHOST=$RP_TMP PGUSER=postgres PGDATABASE=postgres
+rp_start_redis "$REDIS_PORT"
+
+dir=$RP_TMP/pg
+rp_as_pg initdb -D "$dir" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >/dev/null
+cat >> "$dir/postgresql.conf" <<CONF
+port = $PGPORT
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$RP_TMP'
+max_connections = 50
+fsync = off
+synchronous_commit = off
+shared_buffers = 32MB
+log_min_messages = warning
+shared_preload_libraries = 'redis_primitives'
+redis_primitives.host = '127.0.0.1'
+redis_primitives.port = $REDIS_PORT
+redis_primitives.connect_timeout = 5000
+redis_primitives.command_timeout = 5000
+CONF
+mkdir -p "$RP_TMP/vg"; [ "$(id -u)" -eq 0 ] && chown postgres: "$RP_TMP/vg"
+rp_log "starting PostgreSQL under valgrind (slow)..."
+rp_as_pg valgrind --quiet --tool=memcheck --trace-children=yes --leak-check=no \
+	--track-origins=no --num-callers=30 --error-limit=no \
+	--error-markers=RP_VG_ERROR_BEGIN,RP_VG_ERROR_END \
+	--suppressions="$RP_ROOT/scripts/valgrind.supp" \
+	--log-file="$RP_TMP/vg/%p.log" \
+	"$(pg_config --bindir)/postgres" -D "$dir" >"$RP_TMP/pg.log" 2>&1 &
+vgpid=$!
+for i in $(seq 600); do
+	pg_isready -q -h "$RP_TMP" -p "$PGPORT" && break
+	kill -0 "$vgpid" 2>/dev/null || break
+	sleep 0.5
+done
+pg_isready -q -h "$RP_TMP" -p "$PGPORT" || { cat "$RP_TMP/pg.log" "$RP_TMP"/vg/*.log >&2; exit 1; }
+
+psql -X -q -c "CREATE DATABASE rp_test" >/dev/null
+psql -X -q -d rp_test -c "CREATE EXTENSION pgtap; CREATE EXTENSION redis_primitives;" >/dev/null
+psql -X -q -d rp_test -v ON_ERROR_STOP=1 -f test/setup.sql >/dev/null
+psql -X -q -c "ALTER DATABASE rp_test SET rp_test.redis_port = '$REDIS_PORT'" >/dev/null
+
+start=$(date +%s)
+echo "==== pg_regress (under valgrind)"
+make -s installcheck ISOLATION= 2>&1 | tail -15
+echo "==== pgTAP (under valgrind)"
+for f in test/pgtap/*.sql; do
+	[ -n "${RP_VALGRIND_PGTAP:-}" ] && [[ "$f" != *${RP_VALGRIND_PGTAP}* ]] && continue
+	redis-cli -p "$REDIS_PORT" flushall >/dev/null
+	pg_prove -d rp_test "$f" 2>&1 | tail -3
+done
+if [ "${RP_VALGRIND_FUZZ:-0}" = 1 ]; then
+	echo "==== test/scenarios/fuzz_bad_input.sh (under valgrind)"
+	redis-cli -p "$REDIS_PORT" flushall >/dev/null
+	prove test/scenarios/fuzz_bad_input.sh 2>&1 | tail -3
+fi
+echo "suites ran in $(( $(date +%s) - start )) s under valgrind"
+
+# A clean stop, so that every process finishes its log.
+rp_as_pg pg_ctl -D "$dir" -m fast -w -t 300 stop >/dev/null 2>&1
+
+rm -rf "$OUT"; mkdir -p "$OUT"
+cp "$RP_TMP"/vg/*.log "$OUT"/ 2>/dev/null
+# One error = one block between valgrind's --error-markers; ours when a
+# frame names our library or hiredis (with debug symbols a frame shows the
+# function, "rp_lock_info (lock.c:719)", not the object: every function of
+# ours is rp_*, every one of hiredis redis*).
+count() {  # pattern-in-stack (ours) | "" (all)
+	cat "$OUT"/*.log 2>/dev/null | awk -v want="$1" '
+		/RP_VG_ERROR_BEGIN/ { inblk = 1; ours = 0; next }
+		/RP_VG_ERROR_END/ { if (inblk && (want == "" || ours)) n++; inblk = 0; next }
+		inblk && want != "" && $0 ~ want { ours = 1 }
+		END { print n + 0 }'
+}
+ours=$(count 'redis_primitives\.so|libhiredis|(at|by) 0x[0-9A-F]+: (rp_|redis)')
+all=$(count '')
+nlogs=$(ls "$OUT"/*.log 2>/dev/null | wc -l)
+echo
+echo "valgrind logs: $nlogs processes, in $OUT"
+echo "valgrind errors in PostgreSQL or elsewhere (not ours): $((all - ours))"
+echo "valgrind errors in redis_primitives code: $ours"
+[ "$ours" -eq 0 ]

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# test/scenarios/fuzz_bad_input.sh -- bad input, tried systematically (issue 3, item 6).
+#
+# The failure: one strange argument -- a NULL where C expected a value, a
+# 1 MB name, INT64_MIN, a lease record with a forged field -- crashes the
+# backend (and PostgreSQL restarts every session), hangs it, or comes back as
+# an "internal error" or as a NULL that the caller reads as "not acquired".
+#
+# Every function of the extension, read from pg_depend (a new one is fuzzed
+# as soon as it exists), is called by test/fuzz/fuzz.sql with every pool value
+# in every position, with trailing defaults omitted, with all NULLs, and with
+# random combinations; each call in its own subtransaction, under
+# lock_timeout and command_timeout, each batch under statement_timeout.  The
+# trigger is fuzzed through tables declaring it right and wrong.  Then the
+# same in a SQL_ASCII database, the one place where a text argument can carry
+# invalid UTF-8 (in a UTF8 database, E'\xff' and convert_from fail before any
+# function is called).
+#
+# Asserted: the postmaster never restarted and every process is still there;
+# each call returned within a bound; every failure is a documented SQLSTATE
+# (never XX000, never a connection or cancel error); a call with exactly one
+# bad argument raises exactly 22004 (NULL) or 22023 (out of range, empty);
+# a call with any bad argument never returns a result (so NULL never means
+# both "bad input" and "not acquired"); and normal calls work afterwards.
+#
+# RP_FUZZ_LONG=1: 5000 random combinations per function (100,000+ calls).
+# RP_FUZZ_SEED: the random seed (default fixed; the long run picks one and
+# prints it).
+source "$(dirname "$0")/tap.bash"
+FUZZ_SQL="$(cd "$(dirname "$0")/../fuzz" && pwd)/fuzz.sql"
+plan 15
+
+if [ "${RP_FUZZ_LONG:-0}" = 1 ]; then
+	NRANDOM=5000 MIN_TOTAL=100000 SEED=${RP_FUZZ_SEED:-0.$RANDOM}
+else
+	NRANDOM=120 MIN_TOTAL=3000 SEED=${RP_FUZZ_SEED:-0.42}
+fi
+MAX_CALL_MS=5000
+diag "random combinations per function: $NRANDOM, seed $SEED"
+
+# Every SQLSTATE a bad argument may legitimately produce, and why.
+#   22004 22023  ours: NULL where a value is required, out of range / empty
+#   55P03        lock_timeout ended an rp_acquire wait (set to 100 ms here)
+#   42704        rp_is_leader(name) of an election this server does not run
+#   54000        rp_fenced_write: a resource name too long for the btree index
+#   RP001        the fence trigger refusing a stale token ('error' mode)
+#   22003        smallint out of range: PostgreSQL's cast, before the trigger
+#   39P01 42703 42804  the trigger declared wrongly (protocol, column, type)
+#   38000        only "fence counter exhausted", after floor = INT64_MAX - 1
+ALLOWED="22004 22023 55P03 42704 54000 RP001 22003 39P01 42703 42804 38000"
+
+psqlf() { psql -X -At -q -v ON_ERROR_STOP=1 "$@"; }
+
+pm_start=$(q "SELECT pg_postmaster_start_time()")
+procs_before=$(q "SELECT string_agg(pid::text, ' ' ORDER BY pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()")
+
+q "DROP SCHEMA IF EXISTS rp_fuzz CASCADE" >/dev/null 2>&1
+psqlf -d "$RP_DB" -f "$FUZZ_SQL" >/dev/null
+# rp_fenced_store is shared with other tests: remember what was there.
+q "CREATE TABLE rp_fuzz.store_before AS SELECT resource FROM rp_fenced_store" >/dev/null
+
+funcs=$(q "SELECT p.oid::regprocedure FROM pg_depend d JOIN pg_proc p ON p.oid = d.objid
+           WHERE d.classid = 'pg_proc'::regclass AND d.refclassid = 'pg_extension'::regclass
+             AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'redis_primitives')
+             AND d.deptype = 'e' ORDER BY 1::text")
+nfuncs=$(echo "$funcs" | grep -c .)
+cmp_ok "$nfuncs" -ge 20 "the extension's functions, from pg_depend: $nfuncs"
+
+# One psql per function, so a crash would name the function that caused it.
+run_batch() {  # db sql -> prints psql's output; status of psql
+	timeout 600 psql -X -At -q -v ON_ERROR_STOP=1 -d "$1" \
+		-c "SET lock_timeout = '100ms'" -c "SET statement_timeout = '300s'" -c "$2" 2>&1
+}
+failed_batches=0 started=$(now_ms)
+while IFS= read -r fn; do
+	[ -n "$fn" ] || continue
+	if [ "$fn" = "rp_fence_guard()" ]; then
+		sql="SELECT rp_fuzz.run_trigger($NRANDOM, $SEED)"
+	else
+		sql="SELECT rp_fuzz.run('$fn'::regprocedure, $NRANDOM, $SEED)"
+	fi
+	if ! out=$(run_batch "$RP_DB" "$sql"); then
+		failed_batches=$((failed_batches + 1)); diag "batch for $fn failed: $out"
+	fi
+	# Redis memory stays bounded (1 MB keys, 100000-member logs): start clean.
+	redis flushall >/dev/null
+done <<<"$funcs"
+
+# Invalid UTF-8 can reach a text argument only in a SQL_ASCII database.
+q "DROP DATABASE IF EXISTS rp_fuzz_ascii" >/dev/null 2>&1
+q "CREATE DATABASE rp_fuzz_ascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0" >/dev/null
+psqlf -d rp_fuzz_ascii -c "CREATE EXTENSION redis_primitives" -f "$FUZZ_SQL" \
+	-c "INSERT INTO rp_fuzz.vals VALUES ('text', 'E''\\xff'''), ('text', 'E''\\xc3\\x28'''),
+	      ('text', 'E''\\xed\\xa0\\x80'''), ('text', 'E''\\xf4\\x90\\x80\\x80'''),
+	      ('text', 'E''\\xc0\\xaf'''), ('text', 'E''ok\\xffname{\\xfe}'''),
+	      ('text', 'repeat(E''\\xff'', 1048577)')" \
+	-c "DELETE FROM rp_fuzz.vals WHERE expr ~ '\\\\u|chr\\(1114111\\)'" >/dev/null
+ascii_calls=0
+while IFS= read -r fn; do
+	[ -n "$fn" ] || continue
+	[ "$fn" = "rp_fence_guard()" ] && continue
+	case $fn in *text*) ;; *) continue ;; esac
+	if ! out=$(run_batch rp_fuzz_ascii "SELECT rp_fuzz.run('$fn'::regprocedure, $((NRANDOM / 2)), $SEED)"); then
+		failed_batches=$((failed_batches + 1)); diag "SQL_ASCII batch for $fn failed: $out"
+	else
+		ascii_calls=$((ascii_calls + out))
+	fi
+	redis flushall >/dev/null
+done <<<"$funcs"
+invalid_utf8=$(psqlf -d rp_fuzz_ascii -c "SELECT count(*) FROM rp_fuzz.log WHERE args ~ 'xff|xc3|xed|xf4|xc0'")
+elapsed=$(( $(now_ms) - started ))
+
+is "$failed_batches" "0" "every batch ran to its end (no backend lost, no timeout)"
+is "$(q "SELECT pg_postmaster_start_time()")" "$pm_start" "the postmaster never restarted"
+missing=""
+for p in $procs_before; do
+	[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $p")" = 1 ] || missing="$missing $p"
+done
+is "$missing" "" "every process that was there before is still there"
+
+# Merge the SQL_ASCII log into the main one for the assertions; its text
+# (which may hold invalid UTF-8) is carried backslash-escaped.
+esc() { echo "encode(convert_to($1, 'SQL_ASCII'), 'escape')"; }
+psqlf -d rp_fuzz_ascii -c "COPY (SELECT fn::text, mode, pos, $(esc args), sqlstate, $(esc message), result_null, ms, expect FROM rp_fuzz.log) TO STDOUT (FORMAT csv)" |
+	psqlf -d "$RP_DB" -c "CREATE TEMP TABLE a (fn text, mode text, pos int, args text, sqlstate text, message text, result_null bool, ms float8, expect text)" \
+		-c "COPY a FROM STDIN (FORMAT csv)" \
+		-c "INSERT INTO rp_fuzz.log (fn, mode, pos, args, sqlstate, message, result_null, ms, expect)
+		    SELECT fn::regprocedure, 'ascii-' || mode, pos, args, sqlstate, message, result_null, ms, expect FROM a"
+merged=$?
+q "DROP DATABASE rp_fuzz_ascii" >/dev/null
+
+total=$(q "SELECT count(*) FROM rp_fuzz.log")
+cmp_ok "$total" -ge "$MIN_TOTAL" "calls tried: $total in $((elapsed / 1000)) s"
+is "$merged/$(q "SELECT count(*) FROM rp_fuzz.log WHERE mode LIKE 'ascii-%'")" "0/$ascii_calls" \
+	"calls in the SQL_ASCII database: $ascii_calls, $invalid_utf8 with invalid UTF-8, all checked below"
+cmp_ok "$invalid_utf8" -gt 0 "invalid UTF-8 reached the functions"
+uncovered=$(echo "$funcs" | while IFS= read -r fn; do
+	[ "$(q "SELECT count(*) >= 50 FROM rp_fuzz.log WHERE fn = '$fn'::regprocedure")" = t ] || printf '%s ' "$fn"; done)
+is "$uncovered" "" "every function was called at least 50 times"
+
+diag "SQLSTATE histogram (ok = returned a value):"
+q "SELECT rpad(coalesce(sqlstate, 'ok'), 6) || lpad(count(*)::text, 8) FROM rp_fuzz.log GROUP BY sqlstate ORDER BY count(*) DESC" |
+	while IFS= read -r l; do diag "  $l"; done
+diag "calls per function:"
+q "SELECT rpad(fn::text, 55) || lpad(count(*)::text, 7) FROM rp_fuzz.log GROUP BY fn ORDER BY fn::text" |
+	while IFS= read -r l; do diag "  $l"; done
+
+show() {  # sql [limit]: print offending rows as diagnostics
+	q "$1 LIMIT ${2:-20}" | while IFS= read -r l; do diag "  $l"; done
+}
+is "$(q "SELECT count(*) FROM rp_fuzz.log WHERE sqlstate = 'XX000'")" "0" "no internal error (XX000)"
+show "SELECT fn, args, message FROM rp_fuzz.log WHERE sqlstate = 'XX000'"
+bad_states="SELECT count(*) FROM rp_fuzz.log WHERE sqlstate IS NOT NULL AND (
+    NOT sqlstate = ANY (string_to_array('$ALLOWED', ' '))
+    OR (sqlstate = '38000' AND message !~ 'fence counter exhausted'))"
+is "$(q "$bad_states")" "0" "every failure is a documented SQLSTATE (no 08xxx, 57014, XX000, 38000 from a script)"
+show "SELECT fn, sqlstate, message, left(args, 120) FROM rp_fuzz.log WHERE sqlstate IS NOT NULL AND (
+    NOT sqlstate = ANY (string_to_array('$ALLOWED', ' ')) OR (sqlstate = '38000' AND message !~ 'fence counter exhausted'))"
+is "$(q "SELECT count(*) FROM rp_fuzz.log WHERE expect IN ('22004', '22023', '42804') AND sqlstate IS DISTINCT FROM expect")" "0" \
+	"one bad argument: exactly 22004 for a NULL, 22023 for out of range or empty"
+show "SELECT fn, mode, expect, sqlstate, left(args, 120) FROM rp_fuzz.log WHERE expect IN ('22004', '22023', '42804') AND sqlstate IS DISTINCT FROM expect"
+is "$(q "SELECT count(*) FROM rp_fuzz.log WHERE expect = 'error' AND sqlstate IS NULL")" "0" \
+	"any bad argument: an error, never a result (NULL never also means 'not acquired')"
+show "SELECT fn, left(args, 150) FROM rp_fuzz.log WHERE expect = 'error' AND sqlstate IS NULL"
+max_ms=$(q "SELECT round(max(ms))::int FROM rp_fuzz.log")
+cmp_ok "$max_ms" -lt "$MAX_CALL_MS" "the slowest call took ${max_ms} ms (bounded: lock_timeout, command_timeout)"
+show "SELECT round(ms), fn, left(args, 100) FROM rp_fuzz.log ORDER BY ms DESC" 3
+
+# Normal calls work afterwards, in a new session and in the same one.
+is "$(q "SELECT (rp_acquire('fz-after', 10000)).fence IS NOT NULL, rp_release('fz-after')" \
+	"SELECT rp_ratelimit('fz-after', 5, 1000, 1, 'sliding_log')" \
+	"SELECT rp_campaign('fz-after', 'n1', 10000) IS NOT NULL, rp_resign('fz-after', 'n1')" \
+	"SELECT rp_fenced_write('fz-after', '{\"ok\":true}', 1)" "SELECT (rp_fenced_read('fz-after')).fence" \
+	"SELECT (rp_ping()).redis_version IS NOT NULL" | tr '\n' ' ')" "t|t t t|t t 1 t " \
+	"acquire, release, ratelimit, campaign, resign, fenced write and ping work afterwards"
+is "$(q "SELECT count(*) FROM rp_leases()")" "0" "a new session believes it holds nothing"
+
+q "DELETE FROM rp_fenced_store s WHERE NOT EXISTS (SELECT FROM rp_fuzz.store_before b WHERE b.resource = s.resource)" >/dev/null
+q "DROP SCHEMA rp_fuzz CASCADE" >/dev/null 2>&1
+redis flushall >/dev/null
+finish
