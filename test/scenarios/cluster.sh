@@ -13,8 +13,8 @@ plan 15
 
 PORTS=()
 for i in 1 2 3; do
-	p=$(rp_free_port)
-	while [[ " ${PORTS[*]} " == *" $p "* ]]; do p=$(rp_free_port); done
+	p=$(rp_free_port cluster)
+	while [[ " ${PORTS[*]} " == *" $p "* ]]; do p=$(rp_free_port cluster); done
 	PORTS+=("$p")
 done
 export PGOPTIONS="-c redis_primitives.cluster=on -c redis_primitives.port=${PORTS[0]}"
@@ -46,7 +46,13 @@ for p in "${PORTS[@]}"; do
 done
 redis-cli --cluster create "${PORTS[@]/#/127.0.0.1:}" --cluster-replicas 0 --cluster-yes >"$RP_TMP/cluster-create.out" 2>&1
 wait_for 30 cluster_ok
-ok $? "three masters form a cluster (16384 slots covered)"
+formed=$?
+ok $formed "three masters form a cluster (16384 slots covered)"
+if [ $formed -ne 0 ]; then
+	diag "ports: ${PORTS[*]}"
+	tail -15 "$RP_TMP/cluster-create.out" | sed 's/^/#   /'
+	for p in "${PORTS[@]}"; do tail -4 "$RP_TMP/redis-$p.log" | sed "s/^/#   $p: /"; done
+fi
 
 # ---- our CRC16 is Redis' ------------------------------------------------------
 keys=(foo bar "{user1000}.following" "{user1000}.followers" "foo{}{bar}" "foo{{bar}}zap" "foo{bar}{zap}"
