@@ -35,6 +35,18 @@ MEM_SECONDS=${RP_BENCH_MEM_SECONDS:-60}
 MEM_CALLS=${RP_BENCH_MEM_CALLS:-1000000}
 PREFIX=rp:		# redis_primitives.key_prefix (the default)
 TOKEN=0123456789abcdef0123456789abcdef	# a lease token written straight into Redis
+# The background elector (rp_is_leader(name) reads its shared memory): one
+# election, a node_id, and a lease long enough that it campaigns once at
+# start and never again during the run, so its renewals neither add to the
+# round-trip counts of section 1 nor compete with the timed rows.  A user's
+# RP_EXTRA_CONF comes after these lines and wins.
+ELECTION=bench-election
+RP_EXTRA_CONF="redis_primitives.node_id = 'bench-node'
+redis_primitives.elections = '$ELECTION'
+redis_primitives.election_lease = 3600000
+redis_primitives.election_renew = 1800000
+${RP_EXTRA_CONF:-}"
+export RP_EXTRA_CONF
 
 # ---------------------------------------------------------------------------
 # What is measured.  One line per row:
@@ -67,11 +79,11 @@ ROWS=(
 "contended|rp_acquire + rp_release, every client on one name|-||$ACQ|c|SELECT fence FROM rp_acquire('bench-contended', 10000);\nSELECT rp_release('bench-contended');"
 "advisory|pg_try_advisory_lock + pg_advisory_unlock|0||-|rls|SELECT pg_try_advisory_lock(:client_id);\nSELECT pg_advisory_unlock(:client_id);"
 "fence|UPDATE of a fenced table (rp_fence_guard)|0||-|r|\\set id random(1, 1000)\nUPDATE bench_fence_c SET balance = balance + 1, fence_token = 7 WHERE id = :id;"
-"rl_log|rp_ratelimit sliding_log|1||$RL|rls|SELECT rp_ratelimit('bench-' || :client_id, 1000000, 1000, 1, 'sliding_log');"
-"rl_win|rp_ratelimit sliding_window|1||$RL|rls|SELECT rp_ratelimit('bench-' || :client_id, 1000000, 1000, 1, 'sliding_window');"
-"rl_gcra|rp_ratelimit gcra|1||$RL|rls|SELECT rp_ratelimit('bench-' || :client_id, 1000000, 1000, 1, 'gcra');"
-"campaign|rp_campaign (renewing)|1||rp_campaign(text,text,bigint)|rls|SELECT rp_campaign('bench-' || :client_id, 'node-' || :client_id, 10000);"
-"is_leader|rp_is_leader(name) (shared memory)|0||rp_is_leader(text)|rl|SELECT rp_is_leader('bench-election');"
+"rl_log|rp_ratelimit sliding_log|1|rl_log|$RL|rls|SELECT rp_ratelimit('bench-' || :client_id, 100000, 1000, 1, 'sliding_log');"
+"rl_win|rp_ratelimit sliding_window|1|rl_win|$RL|rls|SELECT rp_ratelimit('bench-' || :client_id, 100000, 1000, 1, 'sliding_window');"
+"rl_gcra|rp_ratelimit gcra|1|rl_gcra|$RL|rls|SELECT rp_ratelimit('bench-' || :client_id, 100000, 1000, 1, 'gcra');"
+"campaign|rp_campaign (renewing)|1|campaign|rp_campaign(text,text,bigint)|rls|SELECT rp_campaign('bench-camp-' || :client_id, 'node-' || :client_id, 10000);"
+"is_leader|rp_is_leader(name) (shared memory, elector leading)|0||rp_is_leader(text)|rl|SELECT rp_is_leader('$ELECTION');"
 )
 
 # Raw Redis: one script, straight from redis-benchmark.  id|lua file|args
@@ -84,6 +96,10 @@ RAW=(
 "lock_extend|src/lua/lock_extend.lua|1 ${PREFIX}{bench-ext-raw}:lock $TOKEN 600000"
 "lock_info|src/lua/lock_info.lua|2 ${PREFIX}{bench-held}:lock ${PREFIX}{bench-held}:fence"
 "lock_acquire_held|src/lua/lock_acquire.lua|2 ${PREFIX}{bench-held}:lock ${PREFIX}{bench-held}:fence $TOKEN 10000 0"
+"rl_log|src/lua/ratelimit_sliding_log.lua|1 ${PREFIX}{bench-rl-raw}:rl:sliding_log 100000 1000 1 1 0 rb.__rand_int__.__rand_int__"
+"rl_win|src/lua/ratelimit_sliding_window.lua|1 ${PREFIX}{bench-rl-raw}:rl:sliding_window 100000 1000 1 1 0"
+"rl_gcra|src/lua/ratelimit_gcra.lua|1 ${PREFIX}{bench-rl-raw}:rl:gcra 100000 1000 1 1 0"
+"campaign|src/lua/election_campaign.lua|2 ${PREFIX}{bench-camp-raw}:leader ${PREFIX}{bench-camp-raw}:fence node-raw 10000"
 )
 
 # Fence trigger variants: id|label|table
@@ -154,6 +170,17 @@ INSERT INTO bench_fence_plpgsql SELECT * FROM bench_fence_none;
 VACUUM ANALYZE bench_fence_none, bench_fence_builtin, bench_fence_c, bench_fence_plpgsql;
 SQL
 
+# rp_is_leader(name) is measured with the elector leading: wait (bounded) for
+# its first campaign to land in shared memory.
+LEADING=no
+if [ "$(q -c "SELECT to_regprocedure('rp_is_leader(text)') IS NOT NULL")" = t ]; then
+	for i in $(seq 100); do
+		[ "$(q -c "SELECT rp_is_leader('$ELECTION')" 2>/dev/null)" = t ] && { LEADING=yes; break; }
+		sleep 0.2
+	done
+	say "elector leading $ELECTION: $LEADING"
+fi
+
 declare -A LABEL K RAWOF NEEDS FLAGS BODY SKIP NSTMT
 ORDER=()
 for line in "${ROWS[@]}"; do
@@ -169,6 +196,9 @@ for line in "${ROWS[@]}"; do
 		say "skip $id: $needs not installed"
 	fi
 done
+if [ -z "${SKIP[is_leader]:-}" ] && [ "$LEADING" != yes ]; then
+	SKIP[is_leader]="not measured: the background elector did not lead \`$ELECTION\` within 20 s"
+fi
 # A trial transaction per row: a row that errors would abort the pgbench run
 # it shares with other rows, so it is skipped with its error instead.
 for id in "${ORDER[@]}"; do
@@ -422,6 +452,10 @@ for line in "${RAW[@]}"; do
 		lock_extend) what="lock_extend.lua (held: GET, PEXPIRE)" ;;
 		lock_info) what="lock_info.lua (held: PTTL, GET)" ;;
 		lock_acquire_held) what="lock_acquire.lua (held: GET, SET NX fails)" ;;
+		rl_log) what="ratelimit_sliding_log.lua (admitted: TIME, ZCOUNT, ZREMRANGEBYSCORE, ZADD, ZRANGE, PEXPIRE)" ;;
+		rl_win) what="ratelimit_sliding_window.lua (admitted: TIME, HMGET, HSET, PEXPIRE)" ;;
+		rl_gcra) what="ratelimit_gcra.lua (admitted: TIME, GET, SET PX)" ;;
+		campaign) what="election_campaign.lua (renewing: HGET, PEXPIRE, HGET)" ;;
 		*) what=$id ;;
 	esac
 	md "| $what | $r | $m | $p50 | $p99 |"
@@ -717,7 +751,37 @@ memrow "**all**" "$mdone" "$melapsed" 0 2
 md ""
 md "In all, **$mdone** acquire + release pairs in $(ms "$melapsed") s$( [ "$mdone" -lt "$MEM_CALLS" ] && echo " (the time bound ended it before $MEM_CALLS)")."
 md ""
-md "Rate-limit key sizes (\`MEMORY USAGE\` per algorithm at limits 10, 1,000, 100,000) join this section when the rate limiter lands."
+
+# Rate-limit keys: Redis' own count of one key's bytes (MEMORY USAGE SAMPLES
+# 0: every member of a sorted set, not a sample), after one request and when
+# full.  A window of one hour, so nothing ages out while the key fills; the
+# key is filled the way an application fills it, by requests of cost 1 (a
+# request of cost n stores n longer members in sliding_log).
+if [ -z "${SKIP[rl_log]}" ]; then
+	md ""
+	md "### Bytes per rate-limit key"
+	md ""
+	md "\`MEMORY USAGE <key> SAMPLES 0\` (every member counted, key name and Redis' per-key overhead included) of one rate-limit key per algorithm and limit (\`max_requests\`; window 1 hour so nothing ages out), after one admitted request and when full: filled by requests of cost 1 (\`max_requests\` separate \`rp_ratelimit\` calls), as an application fills it. Key names are \`rp:{bench-rl-<L>}:rl:<algorithm>\`. sliding_log keeps one sorted-set member per admitted unit within the window (the C code caps it at max_requests ≤ 100,000); the other two keep a fixed-size value (gcra's keeps refilling while a large limit is being filled, which does not change its size)."
+	md ""
+	md "| algorithm | limit | bytes after 1 request | bytes when full | encoding when full | bytes per admitted unit (full − 1 request) / (limit − 1) |"
+	md "| --- | ---: | ---: | ---: | --- | ---: |"
+	for algo in sliding_log sliding_window gcra; do
+		for L in 10 1000 100000; do
+			key="${PREFIX}{bench-rl-$L}:rl:$algo"
+			q -c "SELECT rp_ratelimit('bench-rl-$L', $L, 3600000, 1, '$algo')" >/dev/null
+			one=$(rcli memory usage "$key" samples 0)
+			adm=$(q -c "SELECT count(*) FILTER (WHERE rp_ratelimit('bench-rl-$L', $L, 3600000, 1, '$algo')) FROM generate_series(2, $L)")
+			full=$(rcli memory usage "$key" samples 0)
+			enc=$(rcli object encoding "$key")
+			rem=$(q -c "SELECT remaining FROM rp_ratelimit_peek('bench-rl-$L', $L, 3600000, 1, '$algo')")
+			per=$(awk -v a="${one:-0}" -v b="${full:-0}" -v l="$L" 'BEGIN { printf "%.1f", (b - a) / (l - 1) }')
+			md "| $algo | $L | $one | $full | $enc | $per |"
+			say "rl memory $algo $L: one=$one full=$full enc=$enc admitted=$((adm + 1)) remaining=$rem"
+			[ "$algo" != sliding_log ] || [ "$rem" = 0 ] || md "| ↑ not full: $((adm + 1)) of $L admitted, $rem remaining | | | | | |"
+			rcli del "$key" >/dev/null
+		done
+	done
+fi
 
 # ---------------------------------------------------------------------------
 section "7. profile"
@@ -761,6 +825,15 @@ cpu_account() {  # tag script perf(yes|no) -> "xacts wall_us backend_us redis_us
 read -r sx sw sb sr sp <<<"$(cpu_account prof.select2 "$W/select2.sql" no)"
 rm -f "$W/perf.data"
 read -r pairs wall_us bcpu_us rcpu_us pcpu_us <<<"$(cpu_account prof.pair "$W/pair.sql" yes)"
+[ -s "$W/perf.data" ] && mv "$W/perf.data" "$W/perf.pair"
+# The same accounting for two rate-limit calls (gcra), without perf.
+RLPROF=""
+if [ -z "${SKIP[rl_gcra]}" ]; then
+	sed -n 1p "$W/rl_gcra.sql" > "$W/rl2.sql"; sed -n 1p "$W/rl_gcra.sql" >> "$W/rl2.sql"
+	read -r rlx rlw rlb rlr rlp <<<"$(cpu_account prof.rl2 "$W/rl2.sql" no)"
+	RLPROF=yes
+fi
+[ -s "$W/perf.pair" ] && mv "$W/perf.pair" "$W/perf.data"
 [ -s "$W/perf.data" ] && PERF_OK=yes	# set inside the subshell above
 say "cpu: select2 $sx $sw $sb $sr $sp; pair $pairs $wall_us $bcpu_us $rcpu_us $pcpu_us"
 # The client side of a raw round trip: redis-benchmark's own CPU per call.
@@ -776,7 +849,8 @@ md "| per transaction | transactions | wall µs | backend CPU µs | Redis CPU µ
 md "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 md "| SELECT 1; SELECT 1 | $sx | $sw | $sb | $sr | $sp | $(awk -v w="$sw" -v a="$sb" -v b="$sr" -v c="$sp" 'BEGIN { printf "%.1f", w - a - b - c }') |"
 md "| rp_acquire; rp_release | $pairs | $wall_us | $bcpu_us | $rcpu_us | $pcpu_us | $(awk -v w="$wall_us" -v a="$bcpu_us" -v b="$rcpu_us" -v c="$pcpu_us" 'BEGIN { printf "%.1f", w - a - b - c }') |"
-md "| **the two Redis calls add** | | $(awk -v a="$wall_us" -v b="$sw" 'BEGIN { printf "%.1f", a - b }') | $(awk -v a="$bcpu_us" -v b="$sb" 'BEGIN { printf "%.1f", a - b }') | $(awk -v a="$rcpu_us" -v b="$sr" 'BEGIN { printf "%.1f", a - b }') | $(awk -v a="$pcpu_us" -v b="$sp" 'BEGIN { printf "%.1f", a - b }') | |"
+[ -n "$RLPROF" ] && md "| rp_ratelimit(gcra); rp_ratelimit(gcra) | $rlx | $rlw | $rlb | $rlr | $rlp | $(awk -v w="$rlw" -v a="$rlb" -v b="$rlr" -v c="$rlp" 'BEGIN { printf "%.1f", w - a - b - c }') |"
+md "| **the two Redis calls add** (acquire; release) | | $(awk -v a="$wall_us" -v b="$sw" 'BEGIN { printf "%.1f", a - b }') | $(awk -v a="$bcpu_us" -v b="$sb" 'BEGIN { printf "%.1f", a - b }') | $(awk -v a="$rcpu_us" -v b="$sr" 'BEGIN { printf "%.1f", a - b }') | $(awk -v a="$pcpu_us" -v b="$sp" 'BEGIN { printf "%.1f", a - b }') | |"
 md ""
 md "For comparison, redis-benchmark (one client) spends **$rb_cpu µs** of its own CPU per acquire-script round trip: that is what a Redis client's side of one round trip costs on this machine; the backend spends about $(awk -v a="$bcpu_us" -v b="$sb" 'BEGIN { printf "%.1f", (a - b) / 2 }') µs per Redis call."
 if [ "$PERF_OK" = yes ]; then
@@ -789,6 +863,7 @@ if [ "$PERF_OK" = yes ]; then
 	i_acq=$(incl rp_acquire_common); i_rel=$(incl rp_release_name); i_eval=$(incl rp_eval_internal)
 	i_write=$(incl redisBufferWrite); i_wait=$(incl WaitLatchOrSocket); i_read=$(incl redisBufferRead)
 	i_tok=$(incl pg_strong_random); i_stale=$(incl rp_conn_is_stale); i_cwes=$(incl CreateWaitEventSet); i_fwes=$(incl FreeWaitEventSet)
+	i_rpwait=$(incl rp_wait); i_wesw=$(incl WaitEventSetWait); i_mwe=$(incl ModifyWaitEvent); i_epw=$(incl epoll_wait)
 	i_ecreate=$(incl __GI_epoll_create1); i_ectl=$(incl __GI_epoll_ctl); i_close=$(incl __GI___close)
 	i_client=$(incl secure_write); i_cread=$(incl secure_read)
 	md ""
@@ -800,9 +875,11 @@ if [ "$PERF_OK" = yes ]; then
 	md "| inclusive: rp_release by name (whole call) | ${i_rel:-0}% |"
 	md "| inclusive: rp_eval (one Redis exchange: send, wait, read, parse) | ${i_eval:-0}% |"
 	md "| — of which redisBufferWrite (the \`write\` syscall into loopback TCP) | ${i_write:-0}% |"
-	md "| — of which WaitLatchOrSocket (epoll set created, waited on, closed per wait) | ${i_wait:-0}% (CreateWaitEventSet ${i_cwes:-0}%, FreeWaitEventSet ${i_fwes:-0}%) |"
+	md "| — of which rp_wait (waiting on the connection's one WaitEventSet; ModifyWaitEvent when the direction changes) | ${i_rpwait:-0}% (ModifyWaitEvent ${i_mwe:-0}%) |"
+	md "| — of which a per-wait epoll set (WaitLatchOrSocket; CreateWaitEventSet, FreeWaitEventSet), the previous report's top item | ${i_wait:-0}% (CreateWaitEventSet ${i_cwes:-0}%, FreeWaitEventSet ${i_fwes:-0}%) |"
 	md "| — of which redisBufferRead (the \`read\` syscall) | ${i_read:-0}% |"
-	md "| — — the epoll set's syscalls: epoll_create1 / epoll_ctl / close | ${i_ecreate:-0}% / ${i_ectl:-0}% / ${i_close:-0}% |"
+	md "| — — epoll syscalls: epoll_create1 / epoll_ctl / close (all 0 when the set is kept) | ${i_ecreate:-0}% / ${i_ectl:-0}% / ${i_close:-0}% |"
+	md "| inclusive: WaitEventSetWait / epoll_wait, every caller (the Redis waits and PostgreSQL waiting for its SQL client) | ${i_wesw:-0}% / ${i_epw:-0}% |"
 	md "| inclusive: rp_conn_is_stale (a \`recv(MSG_PEEK)\` per call) | ${i_stale:-0}% |"
 	md "| inclusive: pg_strong_random (the lease token's 16 random bytes, OpenSSL) | ${i_tok:-0}% |"
 	md "| inclusive: secure_write + secure_read (talking to the SQL client) | $(awk -v a="${i_client:-0}" -v b="${i_cread:-0}" 'BEGIN { print a + b }')% |"
@@ -815,7 +892,7 @@ if [ "$PERF_OK" = yes ]; then
 	own=$(awk -v a="$self_ext" -v b="$self_hir" -v c="$self_cry" 'BEGIN { printf "%.1f", a + b + c }')
 	md ""
 	chosen=$(awk -v a="${i_ecreate:-0}" -v b="${i_ectl:-0}" -v c="${i_close:-0}" -v d="${i_stale:-0}" 'BEGIN { printf "%.1f", a + b + c + d }')
-	md "The extension's own user-space code (redis_primitives.so + hiredis + the token's random bytes) is **${own}%** of the backend's CPU, about $(awk -v o="$own" -v b="$bcpu_us" 'BEGIN { printf "%.1f", o * b / 100 }') µs of the $bcpu_us µs the backend spends per pair. The syscalls it chooses to make beyond send and receive — a new epoll set for every wait (WaitLatchOrSocket: epoll_create1, epoll_ctl, close) and a \`recv(MSG_PEEK)\` staleness probe before every command — are another **${chosen}%** (about $(awk -v o="$chosen" -v b="$bcpu_us" 'BEGIN { printf "%.1f", o * b / 100 }') µs per pair). The Redis exchanges as a whole (inclusive rp_eval) are ${i_eval:-0}%, mostly the kernel's loopback TCP path (a send runs the receiving side's stack too); PostgreSQL serving the two statements (its own code plus the client socket) is most of the rest."
+	md "The extension's own user-space code (redis_primitives.so + hiredis + the token's random bytes) is **${own}%** of the backend's CPU, about $(awk -v o="$own" -v b="$bcpu_us" 'BEGIN { printf "%.1f", o * b / 100 }') µs of the $bcpu_us µs the backend spends per pair. The syscalls it makes beyond send, receive and the wait itself — epoll_create1/epoll_ctl/close (in the previous report a new epoll set per wait, 12–14% of the backend's CPU; with one WaitEventSet per connection only the epoll_ctl of ModifyWaitEvent is left) and a \`recv(MSG_PEEK)\` staleness probe before every command — are **${chosen}%** (about $(awk -v o="$chosen" -v b="$bcpu_us" 'BEGIN { printf "%.1f", o * b / 100 }') µs per pair). The Redis exchanges as a whole (inclusive rp_eval) are ${i_eval:-0}%, mostly the kernel's loopback TCP path (a send runs the receiving side's stack too); PostgreSQL serving the two statements (its own code plus the client socket) is most of the rest."
 	PROFILE_CHOSEN=$chosen
 	PROFILE_OWN=$own
 else
@@ -826,7 +903,7 @@ fi
 
 # ---------------------------------------------------------------------------
 section "charts"
-awk -F, -v ids="select1 pair advisory contended raw_redis_acquire" 'NR > 1 { v[$2 "," $1] = $3; p50[$2 "," $1] = $4; if ($8 != "lazy") p99[$2 "," $1] = $6; if (!($1 in seen)) { seen[$1] = 1; ns[++k] = $1 } }
+awk -F, -v ids="select1 pair advisory contended raw_redis_acquire rl_log rl_win rl_gcra campaign" 'NR > 1 { v[$2 "," $1] = $3; p50[$2 "," $1] = $4; if ($8 != "lazy") p99[$2 "," $1] = $6; if (!($1 in seen)) { seen[$1] = 1; ns[++k] = $1 } }
 	END {
 		n = split(ids, id, " ")
 		for (i = 1; i <= k; i++) {
@@ -855,7 +932,11 @@ plot "$W/tps.dat" using 1:2 with linespoints lw 2 title "SELECT 1", \
      "" using 1:3 with linespoints lw 2 title "rp_acquire + rp_release", \
      "" using 1:4 with linespoints lw 2 title "advisory lock + unlock", \
      "" using 1:5 with linespoints lw 2 title "acquire attempts, one name", \
-     "" using 1:6 with linespoints lw 2 dt 2 title "raw Redis acquire script"
+     "" using 1:6 with linespoints lw 2 dt 2 title "raw Redis acquire script", \
+     "" using 1:7 with linespoints lw 1 title "rp_ratelimit sliding_log", \
+     "" using 1:8 with linespoints lw 1 title "rp_ratelimit sliding_window", \
+     "" using 1:9 with linespoints lw 1 title "rp_ratelimit gcra", \
+     "" using 1:10 with linespoints lw 1 title "rp_campaign"
 
 set output "$OUT/scaling_latency.png"
 set title "Latency by clients: mean (solid) and p99 (dashed, where pgbench's log is reliable)"
