@@ -54,9 +54,33 @@ typedef struct RpLease
 	bool		xact;			/* released at top-level transaction end */
 	bool		verify;			/* checked at PRE_COMMIT (xact leases only) */
 	SubTransactionId subid;		/* subtransaction that took it (xact only) */
+	int			tries;			/* orphans only: answered release attempts */
 } RpLease;
 
 static List *rp_leases_held = NIL;	/* of RpLease *, in TopMemoryContext */
+
+/*
+ * Acquires that failed after they may have been sent (a timeout, a cancel, a
+ * lost connection).  Redis may still run such a command when it wakes,
+ * taking a lease whose token only this backend knows: an orphan that would
+ * block the name for its whole TTL.  They are released by compare-and-delete
+ * at a transaction end once Redis has answered a lock call again (so a hung
+ * Redis never slows a transaction down), and at backend exit.  An orphan is
+ * forgotten when released, after two answered attempts, or past its TTL.
+ */
+static List *rp_orphans = NIL;		/* of RpLease *, in TopMemoryContext */
+static bool rp_redis_answered = false;	/* a lock call was answered since */
+
+/* rp_eval for this file: notes that Redis answers again. */
+static RpReply *
+rp_lock_eval(const RpScript *script, int nkeys, const RpArg *keys,
+			 int nargs, const RpArg *argv)
+{
+	RpReply    *r = rp_eval(script, nkeys, keys, nargs, argv);
+
+	rp_redis_answered = true;
+	return r;
+}
 
 /* Settings: how many replicas must have a new fence token before it is used. */
 static int	rp_fence_replicas = 0;
@@ -190,13 +214,42 @@ rp_try_acquire(const char *name, size_t namelen, const char *token,
 	argv[0] = rp_arg_str(token);
 	argv[1] = rp_arg_int(ttl_ms);
 	argv[2] = rp_arg_int(floor);
-	r = rp_eval(&rp_script_lock_acquire, 2, keys, 3, argv);
+	r = rp_lock_eval(&rp_script_lock_acquire, 2, keys, 3, argv);
 	if (rp_reply_is_nil(r))
 		return 0;
 	/* Returned as text: above 2^53 a Lua number would round it. */
 	if (r->type != RP_REPLY_STRING)
 		elog(ERROR, "unexpected Redis reply for lock_acquire: expected a decimal string");
 	return pg_strtoint64(r->str);
+}
+
+/* rp_try_acquire that remembers the token as a possible orphan on failure. */
+static int64
+rp_try_acquire_recorded(const char *name, size_t namelen, const char *token,
+						int64 ttl_ms, int64 floor, TimestampTz sent)
+{
+	volatile int64 fence = 0;
+
+	PG_TRY();
+	{
+		fence = rp_try_acquire(name, namelen, token, ttl_ms, floor);
+	}
+	PG_CATCH();
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		RpLease    *o = palloc0(sizeof(RpLease));
+
+		o->name = pnstrdup(name, namelen);
+		o->namelen = namelen;
+		memcpy(o->token, token, RP_TOKEN_LEN + 1);
+		o->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
+		rp_orphans = lappend(rp_orphans, o);
+		rp_redis_answered = false;
+		MemoryContextSwitchTo(old);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return fence;
 }
 
 /*
@@ -304,12 +357,14 @@ rp_batch_group(RpLeaseBatch *b, int g)
  * for cleanup paths, and all of it within RP_CLEANUP_TIMEOUT_MS.
  */
 static int
-rp_release_leases(List *leases, bool quiet)
+rp_release_leases(List *leases, bool quiet, bool *answered)
 {
 	RpLeaseBatch b;
 	int			released = 0;
 	TimestampTz deadline;
 
+	if (answered)
+		*answered = true;
 	if (leases == NIL)
 		return 0;
 	rp_batch_init(&b, leases);
@@ -333,11 +388,13 @@ rp_release_leases(List *leases, bool quiet)
 						(errcode(ERRCODE_CONNECTION_FAILURE),
 						 errmsg("could not release %d Redis lease(s); they will expire by their TTL", gn),
 						 errdetail_internal("%s", err)));
+				if (answered)
+					*answered = false;
 				continue;
 			}
 		}
 		else
-			r = rp_eval(&rp_script_lock_release, gn, b.gkeys, gn, b.gargv);
+			r = rp_lock_eval(&rp_script_lock_release, gn, b.gkeys, gn, b.gargv);
 
 		if (r->type == RP_REPLY_ARRAY)
 			for (size_t j = 0; j < r->nelem; j++)
@@ -379,7 +436,7 @@ rp_release_and_forget(List *leases)
 
 	if (leases == NIL)
 		return;
-	(void) rp_release_leases(leases, true);
+	(void) rp_release_leases(leases, true, NULL);
 	foreach(lc, leases)
 	{
 		RpLease    *l = lfirst(lc);
@@ -418,7 +475,7 @@ rp_verify_at_commit(void)
 	{
 		int			gn = rp_batch_group(&b, g);
 
-		bad = rp_reply_int(rp_eval(&rp_script_lock_verify, gn, b.gkeys, gn, b.gargv),
+		bad = rp_reply_int(rp_lock_eval(&rp_script_lock_verify, gn, b.gkeys, gn, b.gargv),
 						   "lock_verify");
 		if (bad != 0)
 			break;
@@ -433,6 +490,58 @@ rp_verify_at_commit(void)
 					   " is no longer held in Redis: it expired or was taken over.",
 					   badl->fence),
 			 errhint("The transaction was rolled back.  Take a longer lease or extend it while working.")));
+}
+
+/*
+ * Release possible orphans (see rp_orphans): at a transaction end once Redis
+ * has answered a lock call since they were recorded, or at backend exit
+ * (always, within the cleanup deadline).  Never throws.
+ */
+static void
+rp_orphans_release(bool at_exit)
+{
+	List	   *live = NIL;
+	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		answered;
+
+	if (rp_orphans == NIL || (!at_exit && !rp_redis_answered))
+		return;
+	foreach(lc, rp_orphans)
+	{
+		RpLease    *o = lfirst(lc);
+
+		if (o->expires_at > now)
+			live = lappend(live, o);
+		else
+		{
+			pfree(o->name);
+			pfree(o);
+		}
+	}
+	list_free(rp_orphans);
+	rp_orphans = NIL;
+	if (live == NIL)
+		return;
+	(void) rp_release_leases(live, true, &answered);
+	foreach(lc, live)
+	{
+		RpLease    *o = lfirst(lc);
+
+		if (!at_exit && (!answered || ++o->tries < 2))
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			rp_orphans = lappend(rp_orphans, o);
+			MemoryContextSwitchTo(old);
+		}
+		else
+		{
+			pfree(o->name);
+			pfree(o);
+		}
+	}
+	list_free(live);
 }
 
 static void
@@ -467,6 +576,7 @@ rp_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			rp_release_and_forget(rp_registry_take_xact(InvalidSubTransactionId));
+			rp_orphans_release(false);
 			break;
 		default:
 			break;
@@ -509,6 +619,7 @@ rp_exit_callback(int code, Datum arg)
 	rp_leases_held = NIL;
 	proc_exit_inprogress = false;
 	rp_release_and_forget(all);
+	rp_orphans_release(true);
 	proc_exit_inprogress = exiting;
 	rp_conn_reset();
 }
@@ -568,7 +679,7 @@ rp_wait_replicas(const char *name, size_t namelen, const char *token, int64 fenc
 	l->name = (char *) name;
 	l->namelen = namelen;
 	strlcpy(l->token, token, sizeof(l->token));
-	(void) rp_release_leases(list_make1(l), true);
+	(void) rp_release_leases(list_make1(l), true, NULL);
 	ereport(ERROR,
 			(errcode(MAKE_SQLSTATE('R', 'P', '0', '0', '3')),
 			 errmsg("fence token for \"%s\" was not replicated", pnstrdup(name, namelen)),
@@ -661,7 +772,8 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	{
 		TimestampTz sent = GetCurrentTimestamp();
 		MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
-		int64		fence = rp_try_acquire(name, namelen, token, ttl_ms, floor);
+		int64		fence = rp_try_acquire_recorded(name, namelen, token, ttl_ms,
+													floor, sent);
 		TimestampTz now;
 		long		remaining;
 		long		pause;
@@ -802,7 +914,7 @@ rp_release_lease(PG_FUNCTION_ARGS)
 	l = rp_transient_lease(name, token);
 	if (l->token[0] == '\0' || l->namelen == 0)
 		PG_RETURN_BOOL(false);
-	released = rp_release_leases(list_make1(l), false) == 1;
+	released = rp_release_leases(list_make1(l), false, NULL) == 1;
 	mine = rp_registry_find(l->name, l->namelen, l->token);
 	if (mine)
 		rp_registry_remove(mine);
@@ -820,7 +932,7 @@ rp_release_name(PG_FUNCTION_ARGS)
 
 	if (mine == NULL)
 		PG_RETURN_BOOL(false);
-	released = rp_release_leases(list_make1(mine), false) == 1;
+	released = rp_release_leases(list_make1(mine), false, NULL) == 1;
 	rp_registry_remove(mine);
 	PG_RETURN_BOOL(released);
 }
@@ -835,7 +947,7 @@ rp_release_all(PG_FUNCTION_ARGS)
 
 	if (all == NIL)
 		PG_RETURN_INT32(0);
-	released = rp_release_leases(all, false);
+	released = rp_release_leases(all, false, NULL);
 	rp_leases_held = NIL;
 	foreach(lc, all)
 	{
@@ -874,7 +986,7 @@ rp_extend(PG_FUNCTION_ARGS)
 	argv[1] = rp_arg_int(ttl_ms);
 	sent = GetCurrentTimestamp();
 	mine = rp_registry_find(l->name, l->namelen, l->token);
-	if (rp_reply_int(rp_eval(&rp_script_lock_extend, 1, keys, 2, argv),
+	if (rp_reply_int(rp_lock_eval(&rp_script_lock_extend, 1, keys, 2, argv),
 					 "lock_extend") != 1)
 	{
 		/* Not ours any more: stop believing it. */
@@ -908,7 +1020,7 @@ rp_lock_info(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	keys[0] = rp_key(name, namelen, "lock");
 	keys[1] = rp_key(name, namelen, "fence");
-	r = rp_eval(&rp_script_lock_info, 2, keys, 0, NULL);
+	r = rp_lock_eval(&rp_script_lock_info, 2, keys, 0, NULL);
 	if (r->type != RP_REPLY_ARRAY || r->nelem != 3)
 		elog(ERROR, "unexpected Redis reply for lock_info");
 	held = rp_reply_int(r->elem[0], "lock_info") == 1;

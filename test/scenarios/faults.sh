@@ -4,7 +4,7 @@
 # the next call works with no action from the user.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 38
+plan 41
 
 secs_since() { echo $(( $(now_ms) - $1 )); }
 
@@ -66,6 +66,20 @@ hang_test sigstop "kill -STOP \$(cat $RP_TMP/redis-$REDIS_PORT.pid)" "kill -CONT
 sleep 3.2
 is "$(session_q s "SELECT count(*) FROM unnest(ARRAY['debug_sleep','client_pause','sigstop']) n WHERE (rp_lock_info('hang-' || n)).held")" "0" \
 	"orphaned acquires of timed-out calls have expired by their TTL"
+
+# 5b. The orphan of a timed-out acquire: Redis runs the buffered command when
+# it wakes, taking a 60 s lease whose token only this session knows.  The
+# session releases it as soon as Redis answers one of its lock calls again.
+redis debug sleep 2 >/dev/null 2>&1 & sleeper=$!
+sleep 0.2
+out=$(session_q s "SELECT rp_acquire('orphan', 60000)")
+is "$out" "ERROR:  08006" "a 60 s acquire times out while Redis sleeps"
+wait $sleeper
+for i in $(seq 40); do [ "$(redis exists "$(key orphan lock)")" = 1 ] && break; sleep 0.05; done
+ttl=$(redis pttl "$(key orphan lock)")
+cmp_ok "${ttl:--2}" -gt 30000 "Redis ran it on waking: an orphaned 60 s lease that nobody holds"
+session_q s "SELECT held FROM rp_lock_info('something-else')" >/dev/null
+is "$(redis exists "$(key orphan lock)")" "0" "the session released the orphan once Redis answered again"
 
 # 6. statement_timeout and cancel end a hung call sooner than command_timeout.
 session_q s "SET redis_primitives.command_timeout = '30s'; SET statement_timeout = '300ms'" >/dev/null
