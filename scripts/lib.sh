@@ -103,8 +103,9 @@ rp_stop_servers() {
 	rm -rf "$RP_TMP"
 }
 
-# Start PostgreSQL and Redis; exports PGHOST PGPORT PGUSER REDIS_PORT RP_TMP.
-rp_start_servers() {
+# The temporary folder (removed on exit, whatever happens), the ports, and a
+# running Redis; exports PGHOST PGPORT PGUSER REDIS_PORT RP_TMP.
+rp_prepare_servers() {
 	RP_TMP=$(mktemp -d /tmp/redis_primitives.XXXXXX)
 	chmod 755 "$RP_TMP"
 	[ "$(id -u)" -eq 0 ] && chown postgres: "$RP_TMP"
@@ -115,6 +116,11 @@ rp_start_servers() {
 	export PGPORT=$(rp_free_port)
 	export PGHOST=$RP_TMP PGUSER=postgres PGDATABASE=postgres
 	rp_start_redis "$REDIS_PORT"
+}
+
+# Start PostgreSQL and Redis.
+rp_start_servers() {
+	rp_prepare_servers
 	rp_start_pg pg "$PGPORT" "${RP_EXTRA_CONF:-}"
 }
 
@@ -122,6 +128,14 @@ rp_start_servers() {
 # election tests), configured like the main one plus extra conf lines; it is
 # stopped by rp_stop_pg NAME, or at the latest by rp_stop_servers.
 rp_start_pg() {  # name port [extra conf lines]
+	rp_init_pg "$@"
+	rp_as_pg pg_ctl -D "$RP_TMP/$1" -l "$RP_TMP/$1.log" -w start >/dev/null || {
+		cat "$RP_TMP/$1.log" >&2; return 1; }
+}
+
+# initdb under $RP_TMP/NAME and the test configuration; extra lines come
+# last, so they override.
+rp_init_pg() {  # name port [extra conf lines]
 	local dir=$RP_TMP/$1 port=$2
 	rp_as_pg initdb -D "$dir" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >/dev/null
 	cat >> "$dir/postgresql.conf" <<CONF
@@ -142,8 +156,6 @@ redis_primitives.connect_timeout = 1000
 redis_primitives.command_timeout = 1000
 ${3:-}
 CONF
-	rp_as_pg pg_ctl -D "$dir" -l "$RP_TMP/$1.log" -w start >/dev/null || {
-		cat "$RP_TMP/$1.log" >&2; return 1; }
 }
 
 rp_stop_pg() {  # name [mode]

@@ -37,33 +37,12 @@ OUT=${RP_VALGRIND_OUT:-/tmp/rp-valgrind-logs}
 rp_setup
 cd "$RP_ROOT"
 
-RP_TMP=$(mktemp -d /tmp/redis_primitives.XXXXXX)
-chmod 755 "$RP_TMP"
-[ "$(id -u)" -eq 0 ] && chown postgres: "$RP_TMP"
-trap rp_stop_servers EXIT
-trap 'exit 130' INT TERM
-export RP_TMP
-export REDIS_PORT=$(rp_free_port) PGPORT=$(rp_free_port)
-export PGHOST=$RP_TMP PGUSER=postgres PGDATABASE=postgres
-rp_start_redis "$REDIS_PORT"
-
+rp_prepare_servers
 dir=$RP_TMP/pg
-rp_as_pg initdb -D "$dir" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >/dev/null
-cat >> "$dir/postgresql.conf" <<CONF
-port = $PGPORT
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$RP_TMP'
-max_connections = 50
-fsync = off
-synchronous_commit = off
+rp_init_pg pg "$PGPORT" "max_connections = 50
 shared_buffers = 32MB
-log_min_messages = warning
-shared_preload_libraries = 'redis_primitives'
-redis_primitives.host = '127.0.0.1'
-redis_primitives.port = $REDIS_PORT
 redis_primitives.connect_timeout = 5000
-redis_primitives.command_timeout = 5000
-CONF
+redis_primitives.command_timeout = 5000"
 mkdir -p "$RP_TMP/vg"; [ "$(id -u)" -eq 0 ] && chown postgres: "$RP_TMP/vg"
 rp_log "starting PostgreSQL under valgrind (slow)..."
 rp_as_pg valgrind --quiet --tool=memcheck --trace-children=yes --leak-check=no \
