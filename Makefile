@@ -7,14 +7,18 @@
 
 EXTENSION    = redis_primitives
 MODULE_big   = redis_primitives
-EXT_VERSION  = 1.0
+EXT_VERSION  = 1.1
 
 SRCS         = $(sort $(wildcard src/*.c))
 OBJS         = $(SRCS:.c=.o)
 LUA          = $(sort $(wildcard src/lua/*.lua))
 SQL_PARTS    = $(sort $(wildcard src/sql/*.sql))
 
+# The current version's install script is built from the parts; earlier
+# versions' install scripts are kept as shipped (src/sql/history/), and
+# src/sql/upgrade/ holds the A--B scripts ALTER EXTENSION ... UPDATE runs.
 DATA_built   = $(EXTENSION)--$(EXT_VERSION).sql
+DATA         = $(wildcard src/sql/history/*.sql) $(wildcard src/sql/upgrade/*.sql)
 EXTRA_CLEAN  = src/rp_scripts.h
 
 # pg_regress: every sql/*.sql, against a server the test runner configured.

@@ -30,16 +30,21 @@ rp_install_packages() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# PG_CONFIG (default: pg_config on PATH) chooses the PostgreSQL installation
+# the extension is built for, installed into and tested against; a private
+# copy of the server (scripts/private-pg.sh) lets several work trees test at
+# once without installing over each other's library.
 rp_setup() {
 	rp_install_packages "$@"
-	PGBIN=$(pg_config --bindir)
+	export PG_CONFIG=${PG_CONFIG:-pg_config}
+	PGBIN=$("$PG_CONFIG" --bindir)
 	export PATH="$PGBIN:$PATH"
 	# A failed build must stop here, not test the library installed before.
 	make -C "$RP_ROOT" -s >/dev/null || { rp_log "Build failed."; exit 1; }
-	if [ -w "$(pg_config --pkglibdir)" ]; then
+	if [ -w "$("$PG_CONFIG" --pkglibdir)" ]; then
 		make -C "$RP_ROOT" -s install >/dev/null || { rp_log "make install failed."; exit 1; }
 	else
-		rp_log "Cannot write to $(pg_config --pkglibdir): run as root or 'sudo make install' first."
+		rp_log "Cannot write to $("$PG_CONFIG" --pkglibdir): run as root or 'sudo make install' first."
 		exit 1
 	fi
 }

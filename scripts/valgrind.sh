@@ -50,7 +50,7 @@ rp_as_pg valgrind --quiet --tool=memcheck --trace-children=yes --leak-check=no \
 	--error-markers=RP_VG_ERROR_BEGIN,RP_VG_ERROR_END \
 	--suppressions="$RP_ROOT/scripts/valgrind.supp" \
 	--log-file="$RP_TMP/vg/%p.log" \
-	"$(pg_config --bindir)/postgres" -D "$dir" >"$RP_TMP/pg.log" 2>&1 &
+	"$("${PG_CONFIG:-pg_config}" --bindir)/postgres" -D "$dir" >"$RP_TMP/pg.log" 2>&1 &
 vgpid=$!
 for i in $(seq 600); do
 	pg_isready -q -h "$RP_TMP" -p "$PGPORT" && break
