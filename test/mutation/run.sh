@@ -112,7 +112,18 @@ export PG_CONFIG=$RP_MUTATION_PG_CONFIG
 export MAKEFLAGS="with_llvm=no"
 
 scratch=$(mktemp -d /tmp/rp-mutation.XXXXXX)
-trap 'rm -rf "$scratch"' EXIT
+# timeout puts the suites in a process group of their own: on our exit, stop
+# them (scripts/test.sh then stops its servers) before removing the copy.
+suite_pid=
+cleanup() {
+	if [ -n "$suite_pid" ]; then
+		kill -TERM -- "-$suite_pid" 2>/dev/null
+		wait "$suite_pid" 2>/dev/null
+	fi
+	rm -rf "$scratch"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 tree=$scratch/tree
 mkdir -p "$tree"
 ( cd "$root" && tar --exclude=.git --exclude=results --exclude=output_iso \
@@ -120,8 +131,13 @@ mkdir -p "$tree"
 
 # run_suites SUITES ONLY LOG: scripts/test.sh in the scratch tree.
 run_suites() {
+	local rc
 	( cd "$tree" && RP_SUITES="$1" RP_ONLY="$2" RP_ALLOW_SKIP="" \
-		timeout -k 10 "$per_mutant_timeout" bash scripts/test.sh ) >"$3" 2>&1
+		exec timeout -k 10 "$per_mutant_timeout" bash scripts/test.sh ) >"$3" 2>&1 &
+	suite_pid=$!
+	wait "$suite_pid"; rc=$?
+	suite_pid=
+	return $rc
 }
 
 # Baseline: every suite any selected mutant names, unmutated.

@@ -27,7 +27,10 @@ SELECT ok(rp_resign('tap-job', 'b'), 'b resigns too');
 
 -- A deposed leader.  a leads with a short lease and writes.
 CREATE TEMP TABLE epochs (node text PRIMARY KEY, epoch bigint);
-INSERT INTO epochs SELECT 'a', rp_campaign('tap-sched', 'a', 100);
+INSERT INTO epochs SELECT 'a', rp_campaign('tap-sched', 'a', 300);
+-- The naive twin checks "am I the leader?" and writes when the answer was
+-- yes.  a checks now, then stalls past its lease; b is elected and writes.
+CREATE TEMP TABLE a_checked AS SELECT rp_is_leader('tap-sched', 'a') AS leads;
 CREATE TEMP TABLE naive_schedule (id int PRIMARY KEY, owner text, epoch bigint);
 CREATE TEMP TABLE fenced_schedule (id int PRIMARY KEY, owner text, epoch bigint);
 CREATE TRIGGER fence BEFORE INSERT OR UPDATE ON fenced_schedule
@@ -37,10 +40,8 @@ INSERT INTO fenced_schedule SELECT 1, 'a', epoch FROM epochs WHERE node = 'a';
 SELECT ok(rp_fenced_write('tap-sched', '"a"', (SELECT epoch FROM epochs WHERE node = 'a')),
           'the leader''s write is accepted');
 
--- The naive twin checks "am I the leader?" and writes when the answer was
--- yes.  a checks now, then stalls past its lease; b is elected and writes.
-CREATE TEMP TABLE a_checked AS SELECT rp_is_leader('tap-sched', 'a') AS leads;
-SELECT pg_sleep(0.3);
+-- a stalls past its lease; b is elected and writes with its epoch.
+SELECT pg_sleep(0.4);
 INSERT INTO epochs SELECT 'b', rp_campaign('tap-sched', 'b', 10000);
 SELECT ok((SELECT epoch FROM epochs WHERE node = 'b') > (SELECT epoch FROM epochs WHERE node = 'a'),
           'b is elected after a''s lease lapsed, with a higher epoch');

@@ -1,7 +1,7 @@
 -- The lock's own failures: release discipline, waiting, lock_timeout, and
 -- Redis forgetting its scripts.
 BEGIN;
-SELECT plan(18);
+SELECT plan(20);
 
 CREATE TEMP TABLE lease (who text PRIMARY KEY, l rp_lease);
 
@@ -67,6 +67,16 @@ SELECT rp_acquire('again', 10000);
 SELECT is((SELECT count(*) FROM rp_leases() WHERE name = 'again'), 1::bigint,
           're-acquiring an expired name leaves one lease in rp_leases()');
 SELECT ok(rp_release('again'), 'and rp_release(name) releases the live one');
+
+-- floor is compared as a number, not as text: over a counter at 9, a floor
+-- of 10 wins ('9' > '10' as strings), and a floor of 8 does not.
+SELECT rp_test.redis('SET', rp_test.key('floor-num', 'fence'), '9');
+SELECT is((rp_acquire('floor-num', 10000, 0, 10)).fence, 11::bigint,
+          'floor 10 over a counter at 9: the token is 11 (compared as numbers)');
+SELECT rp_release('floor-num');
+SELECT is((rp_acquire('floor-num', 10000, 0, 8)).fence, 12::bigint,
+          'floor 8 under a counter at 11: the counter goes on (12)');
+SELECT rp_release('floor-num');
 
 SELECT * FROM finish();
 ROLLBACK;
