@@ -143,7 +143,11 @@ run_suites() {
 # Baseline: every suite any selected mutant names, unmutated.
 declare -A need
 for f in "${files[@]}"; do
-	for s in ${RP_MUTATION_SUITES:-$(field "$f" suites)}; do need["$s|${RP_MUTATION_ONLY-$(field "$f" only)}"]=1; done
+	for s in ${RP_MUTATION_SUITES:-$(field "$f" suites)}; do
+		o=${RP_MUTATION_ONLY-$(field "$f" only)}
+		case $s in regress|isolation) o= ;; esac    # RP_ONLY does not apply to them
+		need["$s|$o"]=1
+	done
 done
 start=$(date +%s)
 echo "baseline: the selected suites on the unmutated tree"
