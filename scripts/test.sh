@@ -78,7 +78,7 @@ run_prove() {  # kind files...
 		rc=$?
 		grep -q '^Result: FAIL' "$out" && rc=1
 		# keep the nodes' logs of a failed run where the runner prints them
-		[ "$rc" -ne 0 ] && for f in "$RP_TMP"/tap/tmp_check/log/*.log; do
+		[ "$rc" -ne 0 ] && for f in "$RP_TMP"/tap/tmp_check/log/*; do
 			[ -f "$f" ] && { echo "---- $f (last 30 lines)"; tail -30 "$f"; }
 		done >>"$out"
 	elif [ "$kind" = pgtap ]; then
