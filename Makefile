@@ -52,9 +52,13 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench
+.PHONY: test demo bench deb
 test:
 	bash scripts/test.sh
+# Build the Debian package, install it into the system PostgreSQL 15 and run
+# installcheck against it (root, Debian 12; see docs/lifecycle.md).
+deb:
+	bash scripts/deb.sh
 demo:
 	bash scripts/demo.sh
 bench:

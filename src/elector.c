@@ -620,13 +620,16 @@ rp_elector_main(Datum main_arg)
 			next_us = rp_elector_clock_us();
 		}
 
-		/* A hot standby looks for its promotion every renew interval. */
+		/*
+		 * A hot standby looks for its promotion every renew interval, and at
+		 * least every second.
+		 */
 		if (rp_standby_check())
 		{
 			int			rc;
 
 			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						   rp_election_renew_ms, PG_WAIT_EXTENSION);
+						   Min(rp_election_renew_ms, 1000), PG_WAIT_EXTENSION);
 			if (rc & WL_LATCH_SET)
 				ResetLatch(MyLatch);
 			next_us = rp_elector_clock_us();
