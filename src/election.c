@@ -280,7 +280,8 @@ rp_elections_list(PG_FUNCTION_ARGS)
 		nulls[6] = s->last_renewal == 0;
 		values[7] = CStringGetTextDatum(s->last_error);
 		nulls[7] = s->last_error[0] == '\0';
-		values[8] = CStringGetTextDatum(s->leading ? "leader" : "follower");
+		values[8] = CStringGetTextDatum(s->standby ? "standby" :
+										s->leading ? "leader" : "follower");
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

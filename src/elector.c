@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -191,7 +192,12 @@ rp_elector_init(void)
 	/* Registered even with no elections: a reload can add some. */
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	/*
+	 * Started on a hot standby too: there it publishes its elections as
+	 * "standby" (rp_is_leader(name) is false, not an unknown election) and
+	 * campaigns from the moment the server is promoted.
+	 */
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 1;
 	strlcpy(worker.bgw_library_name, "redis_primitives", BGW_MAXLEN);
 	strlcpy(worker.bgw_function_name, "rp_elector_main", BGW_MAXLEN);
@@ -522,6 +528,42 @@ rp_campaign_once(RpElectionState *s)
 	}
 }
 
+/*
+ * A server in recovery never campaigns: it is a copy of a primary that may
+ * lead under the same settings, and its tables cannot take a leader's writes
+ * anyway.  Mark every election "standby", with the reason, and publish when
+ * that changed; returns true while in recovery.  A promotion clears the mark
+ * and the caller campaigns at once.
+ */
+static bool
+rp_standby_check(void)
+{
+	bool		in_recovery = RecoveryInProgress();
+	bool		changed = false;
+
+	for (int i = 0; i < rp_nmine; i++)
+	{
+		RpElectionState *s = &rp_mine[i];
+
+		if (s->standby == in_recovery)
+			continue;
+		s->standby = in_recovery;
+		rp_set_error(s, in_recovery ?
+					 "this server is a hot standby: the elector campaigns once it is promoted" : NULL);
+		changed = true;
+	}
+	if (changed)
+	{
+		rp_publish();
+		if (!in_recovery)
+			ereport(LOG,
+					(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
+					 errmsg("redis_primitives elector: the server left recovery, campaigning for %d election(s)",
+							rp_nmine)));
+	}
+	return in_recovery;
+}
+
 static void
 rp_elector_exit(int code, Datum arg)
 {
@@ -576,6 +618,22 @@ rp_elector_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 			rp_load_list();
 			next_us = rp_elector_clock_us();
+		}
+
+		/*
+		 * A hot standby looks for its promotion every renew interval, and at
+		 * least every second.
+		 */
+		if (rp_standby_check())
+		{
+			int			rc;
+
+			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						   Min(rp_election_renew_ms, 1000), PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			next_us = rp_elector_clock_us();
+			continue;
 		}
 
 		now_us = rp_elector_clock_us();

@@ -9,3 +9,8 @@
 -- schema-qualified.  Sections follow the order of src/sql/*.sql.
 
 \echo Use "ALTER EXTENSION redis_primitives UPDATE TO '1.1'" to load this file. \quit
+
+-- ---- lifecycle: pg_dump keeps the fenced store (src/sql/30_fence.sql) ----
+-- 1.0 did not mark rp_fenced_store as configuration data, so pg_dump left out
+-- its rows (and with them the fences that refuse a stale writer).
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.rp_fenced_store', '');
