@@ -63,3 +63,12 @@ demo:
 	bash scripts/demo.sh
 bench:
 	bash bench/run.sh
+
+# Mutation testing (test/mutation/run.sh, docs/testing.md): every mutant
+# breaks one rule of the extension in a scratch copy and the suites it names
+# must fail.  The full list takes long; the sample is a few fast ones for CI.
+.PHONY: mutation mutation-sample
+mutation:
+	bash test/mutation/run.sh
+mutation-sample:
+	bash test/mutation/run.sh --sample

@@ -14,6 +14,8 @@
 #
 # RP_SUITES="regress pgtap isolation scenarios tap" selects suites;
 # RP_ONLY=pattern runs only pgTAP/scenario/t files whose name matches.
+# A skipped plan ("1..0 # SKIP") counts as a failure: a skip silently drops
+# every check of its file.  RP_ALLOW_SKIP=1 lets a run skip (say so in CI).
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -59,7 +61,7 @@ run_prove() {  # kind files...
 		files+=("$f")
 	done
 	[ ${#files[@]} -eq 0 ] && return 0
-	local out rc
+	local out rc=0 f_rc
 	out=$(mktemp)
 	if [ "$kind" = tap ]; then
 		# What PGXS's prove_installcheck does (TAP_TESTS = 1), with the
@@ -81,21 +83,33 @@ run_prove() {  # kind files...
 		[ "$rc" -ne 0 ] && for f in "$RP_TMP"/tap/tmp_check/log/*; do
 			[ -f "$f" ] && { echo "---- $f (last 30 lines)"; tail -30 "$f"; }
 		done >>"$out"
-	elif [ "$kind" = pgtap ]; then
-		for f in "${files[@]}"; do flush; pg_prove -d rp_test -v "$f"; done >"$out" 2>&1
-		rc=$?
-		grep -q '^Result: FAIL' "$out" && rc=1
 	else
-		for f in "${files[@]}"; do flush; prove -v "$f"; done >"$out" 2>&1
-		rc=$?
+		for f in "${files[@]}"; do
+			flush
+			if [ "$kind" = pgtap ]; then pg_prove -d rp_test -v "$f"; else prove -v "$f"; fi
+			f_rc=$?
+			[ "$f_rc" -ne 0 ] && { rc=$f_rc; echo "# $f: exit status $f_rc"; }
+		done >"$out" 2>&1
 		grep -q '^Result: FAIL' "$out" && rc=1
 	fi
 	cat "$out"
-	local ok bad
+	local ok bad skipped
 	ok=$(grep -cE '^ *ok [0-9]+' "$out")
 	bad=$(grep -cE '^ *not ok [0-9]+' "$out")
 	# a script that died before its plan counts as a failure too
 	bad=$((bad + $(grep -cE 'Bad plan|Dubious|Parse errors|No plan found' "$out")))
+	# so does a skipped plan, unless skips are allowed
+	skipped=$(grep -ciE '^ *1\.\.0 *# *skip|\.\. skipped' "$out")
+	if [ "$skipped" -gt 0 ]; then
+		if [ -n "${RP_ALLOW_SKIP:-}" ]; then
+			echo "# $skipped skipped plan(s), allowed by RP_ALLOW_SKIP"
+		else
+			echo "# $skipped skipped plan(s): a skip fails the run (RP_ALLOW_SKIP=1 allows it)"
+			bad=$((bad + skipped))
+		fi
+	fi
+	# prove failed although no check did (a script that exited non-zero)
+	[ "$rc" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
 	passed=$((passed + ok)); failed=$((failed + bad))
 	[ "$bad" -gt 0 ] && failures+=("$kind")
 	rm -f "$out"
