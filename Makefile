@@ -45,10 +45,13 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench
+.PHONY: test demo bench bench-track
 test:
 	bash scripts/test.sh
 demo:
 	bash scripts/demo.sh
 bench:
 	bash bench/run.sh
+# What rp_stats costs: track on vs off in alternating rounds (bench/track.sh).
+bench-track:
+	bash bench/track.sh

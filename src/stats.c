@@ -25,6 +25,7 @@
 #include "access/htup_details.h"
 #include "catalog/pg_authid.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "portability/instr_time.h"
@@ -195,7 +196,7 @@ rp_stats_init(void)
 							 NULL, NULL, NULL);
 	DefineCustomIntVariable("redis_primitives.max_tracked_leases",
 							"Number of leases rp_locks can show at once, across all backends.",
-							"Each takes about 260 bytes of shared memory.  Leases beyond it are held as usual but counted in rp_stats_info.locks_not_shown instead of shown.",
+							"Each takes 256 bytes of shared memory.  Leases beyond it are held as usual but counted in rp_stats_info.locks_not_shown instead of shown.",
 							&rp_max_tracked_leases, 1024, 0, 1000000,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	rp_notify_init();
@@ -623,7 +624,9 @@ rp_locks_publish(const void *key, const char *name, size_t namelen,
 		return;
 
 	e = &rp_lock_entries[idx];
-	n = Min(namelen, RP_LOCKS_NAME_MAX - 1);
+	/* Clipped on a character boundary, as pg_stat_activity clips queries. */
+	n = namelen < RP_LOCKS_NAME_MAX ? namelen :
+		(size_t) pg_mbcliplen(name, (int) namelen, RP_LOCKS_NAME_MAX - 1);
 	rp_entry_begin_write(e);
 	if (is_new)
 	{
