@@ -21,6 +21,7 @@
 #include "postgres.h"
 
 #include <limits.h>
+#include <signal.h>
 
 #include "access/htup_details.h"
 #include "catalog/pg_authid.h"
@@ -495,6 +496,7 @@ rp_locks_free_entry(int idx)
 
 	rp_entry_begin_write(e);
 	e->pid = 0;
+	e->backend_id = InvalidBackendId;	/* see rp_locks_first_use */
 	rp_entry_end_write(e);
 	pg_atomic_write_u32(&e->owner, 0);
 }
@@ -515,8 +517,12 @@ rp_locks_exit(int code, Datum arg)
 
 /*
  * First use in this process: register the exit callback, and free rows a
- * previous process with this backend id left (it can only have died without
- * its exit callbacks, which a crash restart would have cleaned anyway).
+ * previous process with this backend id left.  It can only have died
+ * without its exit callbacks, which means a crash restart that reset this
+ * memory anyway: this is a second line of defence, so it frees a row only
+ * when its owner is certainly gone.  A row just claimed by a live backend
+ * still carries InvalidBackendId from its last release, and its owner
+ * answers kill(0).
  */
 static void
 rp_locks_first_use(void)
@@ -533,7 +539,8 @@ rp_locks_first_use(void)
 		uint32		owner = pg_atomic_read_u32(&e->owner);
 
 		if (owner != 0 && owner != (uint32) MyProcPid &&
-			MyBackendId != InvalidBackendId && e->backend_id == MyBackendId)
+			MyBackendId != InvalidBackendId && e->backend_id == MyBackendId &&
+			kill((pid_t) owner, 0) != 0 && errno == ESRCH)
 			pg_atomic_compare_exchange_u32(&e->owner, &owner, 0);
 	}
 	before_shmem_exit(rp_locks_exit, (Datum) 0);
