@@ -70,7 +70,10 @@ CREATE VIEW @extschema@.rp_locks AS
 COMMENT ON VIEW @extschema@.rp_locks IS
   'Every lease a backend of this server believes it holds, joinable to pg_stat_activity by pid; expired: its local deadline (expires_at) has passed';
 
-REVOKE ALL ON FUNCTION @extschema@.rp_stats_reset() FROM PUBLIC;
+-- Revoke first, then grant, as the install script does (its blanket REVOKE
+-- runs before 95_observe_grants.sql), so that the ACLs are identical.
+REVOKE ALL ON FUNCTION @extschema@.rp_stats_reset(), @extschema@.rp_stats(),
+  @extschema@.rp_locks(), @extschema@.rp_stats_info() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.rp_stats(), @extschema@.rp_locks(),
   @extschema@.rp_stats_info() TO PUBLIC;
 GRANT SELECT ON @extschema@.rp_stats, @extschema@.rp_locks,
