@@ -7,7 +7,7 @@
 # of its own: it is tested in observe_notify.sh.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 16
+plan 17
 
 rows() { q "SELECT name || ':' || scope FROM rp_locks WHERE pid = $1 ORDER BY name" | tr '\n' ' '; }
 
@@ -44,12 +44,19 @@ is "$(rows "$hpid")" "account-42:session " "rp_release(name) removes the row"
 session_q obsh "SELECT rp_release_all()" >/dev/null
 is "$(rows "$hpid")" "" "rp_release_all removes every row of the session"
 
-# A backend ended by FATAL (pg_terminate_backend) leaves no ghost row.
-session_q obsh "SELECT rp_acquire('doomed', 30000) IS NOT NULL" >/dev/null
+# A backend ended by FATAL (pg_terminate_backend) leaves no ghost row.  The
+# naive twin, a table the application keeps (insert after acquiring, delete
+# after releasing), keeps the dead backend's row.
+q "SET client_min_messages = warning" "DROP TABLE IF EXISTS obs_naive_locks" \
+	"CREATE TABLE obs_naive_locks (pid int, name text)" >/dev/null
+session_q obsh "SELECT rp_acquire('doomed', 30000) IS NOT NULL; INSERT INTO obs_naive_locks VALUES (pg_backend_pid(), 'doomed')" >/dev/null
 q "SELECT pg_terminate_backend($hpid)" >/dev/null
 for i in $(seq 100); do [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $hpid")" = 0 ] && break; sleep 0.05; done
 is "$(q "SELECT count(*) FROM rp_locks WHERE pid = $hpid OR name = 'doomed'")" "0" \
 	"pg_terminate_backend (FATAL): the backend's rows are gone with it"
+is "$(q "SELECT count(*) FROM obs_naive_locks l WHERE NOT EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = l.pid)")" "1" \
+	"naive twin: the application's own lock table still lists the dead backend as holder"
+q "DROP TABLE obs_naive_locks" >/dev/null
 session_close obsh
 
 # Roles: as pg_stat_activity, only rows of roles one has the privileges of,
