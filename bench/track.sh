@@ -7,22 +7,28 @@
 #   acquire+release   SELECT rp_release(rp_acquire(...))   (two counted calls,
 #                     one rp_locks row published and removed)
 #   rp_ratelimit      sliding_log, a limit never reached
-# each in ROUNDS rounds that alternate redis_primitives.track on and off
-# (on-off, off-on, ...), so drift in a shared machine's load falls on both.
-# The overhead is the median of the per-round ratios: two runs seconds apart
-# share the machine's load far better than two medians over minutes do.
-# Reports it with the median TPS of each, and writes
-# bench/results/track.md.  It reports; it never fails on a bad number.
+# in ROUNDS rounds that alternate redis_primitives.track on and off (on-off,
+# off-on, ...).  Each run is a fixed number of transactions; besides its TPS
+# we take the CPU time the backends spent (the postmaster's reaped
+# children's time, /proc/PID/stat cutime + cstime), per transaction.
 #
-# Knobs: RP_BENCH_T (s per pgbench run, default 2), RP_BENCH_ROUNDS (15),
-# RP_BENCH_CLIENTS ("1 8").
+# On a small shared machine TPS swings by tens of percent from one run to
+# the next with the neighbours' load; CPU per transaction hardly does, and
+# tracking costs CPU, not round trips.  So the overhead reported is the
+# median over rounds of (CPU/txn on) / (CPU/txn off) - 1, next to the
+# median per-round TPS ratio.  Writes bench/results/track.md.  It reports;
+# it never fails on a bad number.
+#
+# Knobs: RP_BENCH_TXN (transactions per run and client-set, default 1500),
+# RP_BENCH_ROUNDS (10), RP_BENCH_CLIENTS ("1 8").
 set -uo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 
-T=${RP_BENCH_T:-2}
-ROUNDS=${RP_BENCH_ROUNDS:-15}
+TXN=${RP_BENCH_TXN:-1500}
+ROUNDS=${RP_BENCH_ROUNDS:-10}
 CLIENTS=${RP_BENCH_CLIENTS:-1 8}
 RP_EXTRA_CONF="max_connections = 100
+autovacuum = off
 ${RP_EXTRA_CONF:-}"
 
 rp_setup
@@ -33,6 +39,8 @@ W=$RP_TMP/work
 mkdir -p "$W"
 psql -X -q -c "CREATE DATABASE rp_bench" >/dev/null
 psql -X -q -d rp_bench -c "CREATE EXTENSION redis_primitives" >/dev/null
+PM=$(head -1 "$RP_TMP/pg/postmaster.pid")
+HZ=$(getconf CLK_TCK)
 
 cat >"$W/acquire.sql" <<'SQL'
 SELECT rp_release(rp_acquire('bench-track-' || :client_id, 10000));
@@ -41,9 +49,24 @@ cat >"$W/ratelimit.sql" <<'SQL'
 SELECT rp_ratelimit('bench-track-rl-' || :client_id, 100000, 1000);
 SQL
 
-run() {  # workload clients track -> tps
-	PGOPTIONS="-c redis_primitives.track=$3" pgbench -n -T "$T" -c "$2" -j "$(( $2 < 2 ? 1 : 2 ))" \
-		-f "$W/$1.sql" rp_bench 2>/dev/null | sed -n 's/^tps = \([0-9.]*\) .*/\1/p'
+# cutime + cstime of the postmaster: every backend that has exited, in ticks.
+children_ticks() { awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$PM/stat"; }
+backends_gone() {  # wait until pgbench's backends have exited and been reaped
+	local i
+	for i in $(seq 100); do
+		[ "$(psql -X -At -d postgres -c "SELECT count(*) FROM pg_stat_activity WHERE datname = 'rp_bench'")" = 0 ] && break
+		sleep 0.02
+	done
+	sleep 0.05
+}
+run() {  # workload clients track -> "tps cpu_us_per_txn"
+	local t0 t1 tps n=$(( TXN / $2 ))
+	backends_gone; t0=$(children_ticks)
+	tps=$(PGOPTIONS="-c redis_primitives.track=$3" pgbench -n -t "$n" -c "$2" -j "$(( $2 < 2 ? 1 : 2 ))" \
+		-f "$W/$1.sql" rp_bench 2>/dev/null | sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
+	backends_gone; t1=$(children_ticks)
+	awk -v tps="${tps:-0}" -v d=$((t1 - t0)) -v hz="$HZ" -v n=$((n * $2)) \
+		'BEGIN { printf "%s %.1f\n", tps, d / hz * 1e6 / n }'
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
@@ -51,39 +74,42 @@ median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]
 	echo "# Cost of redis_primitives.track"
 	echo
 	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start;"
-	echo "pgbench $T s per run, $ROUNDS alternating rounds per row; median TPS and median per-round ratio."
+	echo "$TXN transactions per run, $ROUNDS rounds alternating track on/off per row."
 	echo
-	echo "| workload | clients | TPS track=on | TPS track=off | overhead | per-round on/off |"
-	echo "| --- | --- | --- | --- | --- | --- |"
+	echo "| workload | clients | TPS on | TPS off | TPS on/off (median of rounds) | backend CPU µs/txn on | off | CPU overhead (median of rounds) |"
+	echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 } >"$OUT"
 
 for wl in acquire ratelimit; do
 	for c in $CLIENTS; do
-		: >"$W/on" ; : >"$W/off"; ratios=""
+		: >"$W/tps_on"; : >"$W/tps_off"; : >"$W/cpu_on"; : >"$W/cpu_off"; : >"$W/r_tps"; : >"$W/r_cpu"
 		for r in $(seq "$ROUNDS"); do
 			if [ $((r % 2)) -eq 1 ]; then order="on off"; else order="off on"; fi
 			for t in $order; do
-				v=$(run "$wl" "$c" "$t")
-				echo "${v:-0}" >>"$W/$t"
-				eval "last_$t=\${v:-0}"
+				read -r tps cpu <<<"$(run "$wl" "$c" "$t")"
+				echo "$tps" >>"$W/tps_$t"; echo "$cpu" >>"$W/cpu_$t"
+				eval "tps_$t=$tps cpu_$t=$cpu"
 			done
-			ratios="$ratios $(awk -v a="$last_on" -v b="$last_off" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')"
+			awk -v a="$tps_on" -v b="$tps_off" 'BEGIN { if (b > 0) printf "%.4f\n", a / b }' >>"$W/r_tps"
+			awk -v a="$cpu_on" -v b="$cpu_off" 'BEGIN { if (b > 0) printf "%.4f\n", a / b }' >>"$W/r_cpu"
 		done
-		on=$(median <"$W/on"); off=$(median <"$W/off")
-		ovh=$(for x in $ratios; do echo "$x"; done | median | awk '{ printf "%+.1f%%", (1 - $1) * 100 }')
-		echo "| $wl | $c | $on | $off | $ovh |$ratios |" >>"$OUT"
-		rp_log "$wl, $c client(s): on $on, off $off TPS ($ovh)"
+		row="| $wl | $c | $(median <"$W/tps_on") | $(median <"$W/tps_off") | $(median <"$W/r_tps")"
+		row="$row | $(median <"$W/cpu_on") | $(median <"$W/cpu_off") | $(median <"$W/r_cpu" | awk '{ printf "%+.1f%%", ($1 - 1) * 100 }') |"
+		echo "$row" >>"$OUT"
+		rp_log "$row"
 	done
 done
 
 {
 	echo
-	echo "overhead = 1 - median(per-round TPS on / TPS off): positive means tracking made it slower."
+	echo "CPU overhead: median over rounds of (backend CPU per transaction with track = on) /"
+	echo "(the same with track = off) - 1; positive means tracking costs CPU.  The clock has"
+	echo "$HZ ticks a second: each run's CPU figure is good to about $((1000000 / HZ)) µs / its transactions."
 	echo
 	echo "Shared memory (rp_stats_info.shmem_bytes) at max_connections = 100 and the"
 	echo "default redis_primitives.max_tracked_leases = 1024:"
 	echo "$(psql -X -At -d rp_bench -c "SELECT shmem_bytes || ' bytes (' || pg_size_pretty(shmem_bytes) || ')' FROM rp_stats_info")."
 	echo
-	echo "Counted during the run: $(psql -X -At -d rp_bench -c "SELECT string_agg(primitive || ' ' || calls, ', ') FROM rp_stats WHERE calls > 0")."
+	echo "Counted during the run (track = on runs only): $(psql -X -At -d rp_bench -c "SELECT string_agg(primitive || ' ' || calls, ', ') FROM rp_stats WHERE calls > 0")."
 } >>"$OUT"
 cat "$OUT"
