@@ -7,7 +7,7 @@
 # of its own: it is tested in observe_notify.sh.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 17
+plan 15
 
 rows() { q "SELECT name || ':' || scope FROM rp_locks WHERE pid = $1 ORDER BY name" | tr '\n' ' '; }
 

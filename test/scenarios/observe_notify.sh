@@ -14,7 +14,7 @@
 # a notifier whose database does not exist.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 16
+plan 15
 
 port=$(rp_free_port)
 rm -rf "$RP_TMP/obs_notify" "$RP_TMP/obslis.in"
