@@ -9,7 +9,7 @@
 # when an operator needs the count.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 24
+plan 25
 
 # snap: every counter of rp_stats into S[primitive.column] (one query).
 declare -A S
@@ -37,7 +37,9 @@ is "$(q "SELECT sum(calls) FROM rp_stats WHERE primitive <> 'elector_renew'")" "
 # ---- exact under 8 concurrent backends ----------------------------------
 # 8 pgbench clients over 4 names: acquires collide (NULL), releases of a
 # name not held return false.  Redis' fence counters count the successful
-# acquires independently of us; the sliding log admits exactly 100.
+# acquires independently of us; the sliding log admits exactly 100.  Each
+# transaction also reads rp_locks while the others write it: a torn row
+# (a name, fence or pid half written) fails the transaction.
 T=100 N=$((8 * 100))
 redis DEL "rp:{pb-1}:fence" "rp:{pb-2}:fence" "rp:{pb-3}:fence" "rp:{pb-4}:fence" \
 	"rp:{pb-rl}:rl:sliding_log" >/dev/null
@@ -46,9 +48,12 @@ cat >"$RP_TMP/obs_pb.sql" <<'SQL'
 SELECT rp_acquire('pb-' || :n, 60000);
 SELECT rp_release('pb-' || :n);
 SELECT rp_ratelimit('pb-rl', 100, 600000);
+SELECT 1 / (count(*) = 0)::int FROM rp_locks WHERE name !~ '^pb-[1-4]$' OR fence <= 0 OR pid <= 0;
 SQL
 pgbench -n -c 8 -j 2 -t $T -f "$RP_TMP/obs_pb.sql" "$RP_DB" >"$RP_TMP/obs_pb.out" 2>&1
-ok $? "pgbench: 8 clients x $T transactions of acquire, release and rp_ratelimit"
+ok $? "pgbench: 8 clients x $T transactions of acquire, release, rp_ratelimit, and an rp_locks read that never sees a torn row"
+is "$(q "SELECT count(*) FROM rp_locks")|$(q "SELECT locks_not_shown FROM rp_stats_info")" "0|0" \
+	"afterwards rp_locks is empty again"
 fences=0
 for i in 1 2 3 4; do v=$(redis GET "rp:{pb-$i}:fence"); fences=$((fences + ${v:-0})); done
 snap
