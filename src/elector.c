@@ -54,6 +54,7 @@
 #include "conn.h"
 #include "elector.h"
 #include "rp_scripts.h"
+#include "stats.h"
 
 /* How long a resignation may take at shutdown or on a reload. */
 #define RP_RESIGN_TIMEOUT_MS	500
@@ -311,6 +312,7 @@ rp_step_down(RpElectionState *s, const char *reason)
 	s->leading = false;
 	s->epoch = 0;
 	s->leader_since = 0;
+	rp_notify_leadership(s->name, s->node_id, epoch, false);
 	ereport(LOG,
 			(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
 			 errmsg("redis_primitives elector: stepped down from \"%s\" (epoch " INT64_FORMAT ")",
@@ -485,6 +487,9 @@ rp_campaign_once(RpElectionState *s)
 	sent = GetCurrentTimestamp();
 	r = rp_elector_eval(&rp_script_election_campaign, 2, keys, 3, argv,
 						(int) Max(Min(believe, (int64) INT_MAX), 1), &err);
+	rp_stats_record(RP_PRIM_ELECTOR_RENEW, rp_elector_clock_us() - sent_us,
+					r == NULL ? RP_OUTCOME_ERROR : r->type != RP_REPLY_STRING ?
+					RP_OUTCOME_REFUSED : RP_OUTCOME_OK, rp_stats_quiet_sqlstate());
 	if (r == NULL)
 	{
 		rp_set_error(s, err);
@@ -521,6 +526,7 @@ rp_campaign_once(RpElectionState *s)
 		s->leading = true;
 		s->epoch = epoch;
 		s->leader_since = GetCurrentTimestamp();
+		rp_notify_leadership(s->name, s->node_id, epoch, true);
 		ereport(LOG,
 				(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
 				 errmsg("redis_primitives elector: elected leader of \"%s\" as \"%s\" with epoch " INT64_FORMAT,
@@ -603,6 +609,7 @@ rp_elector_main(Datum main_arg)
 	rp_shared->nslots = 0;
 	LWLockRelease(rp_shared->lock);
 	before_shmem_exit(rp_elector_exit, (Datum) 0);
+	rp_stats_set_default(RP_PRIM_ELECTOR_RENEW);
 
 	rp_load_list();
 	next_us = rp_elector_clock_us();
