@@ -35,6 +35,7 @@
 
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/xact.h"
 #include "access/sysattr.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
@@ -100,6 +101,8 @@ typedef struct RpGuard
 	RpNamePart *parts;
 	List	   *problems;		/* of RpProblem *, NIL when it can work */
 } RpGuard;
+
+static void rp_commit_remember(bool leader, const char *name, int64 fence);
 
 void
 rp_fence_init(void)
@@ -491,6 +494,7 @@ rp_live_fence(RpGuard *g, Relation rel, const char *name)
 					 errdetail("The lease with fence token " INT64_FORMAT " ran out at %s (redis_primitives.lease_margin is %d ms).",
 							   fence, timestamptz_to_str(expires_at), rp_lease_margin_ms),
 					 errhint("Another holder may have the lock now.  Acquire it again and redo the work from a fresh read.")));
+		rp_commit_remember(false, name, fence);
 		return fence;
 	}
 
@@ -502,6 +506,7 @@ rp_live_fence(RpGuard *g, Relation rel, const char *name)
 				 errdetail("%s", !rp_elector_available() ?
 						   "The background elector is not running: redis_primitives is not in shared_preload_libraries." :
 						   "rp_is_leader() is false for this election: another node leads, nobody does, the elector's deadline passed, or the election is not in redis_primitives.elections.")));
+	rp_commit_remember(true, name, fence);
 	return fence;
 }
 
@@ -524,6 +529,91 @@ rp_fence_stale(RpGuard *g, Relation rel, int64 stored, int64 fence)
 			 errmsg("stale fence token for table \"%s\"", RelationGetRelationName(rel)),
 			 errdetail("This write carries fence token " INT64_FORMAT
 					   ", lower than the one the row holds.", fence)));
+}
+
+/* ------------------------------------------------------------------------
+ * The commit-time check.  A write is checked when it is made, but takes
+ * effect at commit: a transaction that commits after the lease it wrote
+ * under ran out (or was released) would publish a write the next holder may
+ * already have read past.  Every lease (or term) a bound guard accepted a
+ * write under is remembered for the transaction and checked again, with no
+ * round trip, at PRE_COMMIT: RP004 aborts the commit.
+ * ------------------------------------------------------------------------
+ */
+
+typedef struct RpCommitCheck
+{
+	bool		leader;
+	char	   *name;			/* lock name or election */
+	int64		fence;			/* the fence (epoch) written under */
+} RpCommitCheck;
+
+static List *rp_commit_checks = NIL;	/* in TopTransactionContext */
+static bool rp_fence_callback_registered = false;
+
+static void
+rp_fence_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (event != XACT_EVENT_PRE_COMMIT && event != XACT_EVENT_PARALLEL_PRE_COMMIT &&
+		event != XACT_EVENT_PRE_PREPARE)
+	{
+		/* Commit, abort, prepare: the list went with TopTransactionContext. */
+		rp_commit_checks = NIL;
+		return;
+	}
+	foreach(lc, rp_commit_checks)
+	{
+		RpCommitCheck *c = lfirst(lc);
+		int64		fence;
+		TimestampTz expires_at;
+		bool		live;
+
+		if (c->leader)
+			live = rp_election_believed(c->name, strlen(c->name), &fence);
+		else
+			live = rp_lease_lookup(c->name, strlen(c->name), &fence, &expires_at) &&
+				TimestampTzPlusMilliseconds(expires_at, -(int64) rp_lease_margin_ms) >
+				GetCurrentTimestamp();
+		if (!live || fence != c->fence)
+			ereport(ERROR,
+					(errcode(ERRCODE_RP_NO_LEASE),
+					 errmsg(c->leader ? "leadership of \"%s\" was lost before commit" :
+							"lease on \"%s\" is no longer live at commit", c->name),
+					 errdetail("A fenced write of this transaction was made under fence token " INT64_FORMAT
+							   ", which is no longer live: the write would take effect after another holder may have taken over.",
+							   c->fence),
+					 errhint("The transaction was rolled back.  Commit before the lease's deadline (minus redis_primitives.lease_margin), and release the lease only after the commit.")));
+	}
+}
+
+/* Remember that a write was accepted under (name, fence). */
+static void
+rp_commit_remember(bool leader, const char *name, int64 fence)
+{
+	ListCell   *lc;
+	MemoryContext old;
+	RpCommitCheck *c;
+
+	foreach(lc, rp_commit_checks)
+	{
+		c = lfirst(lc);
+		if (c->leader == leader && c->fence == fence && strcmp(c->name, name) == 0)
+			return;
+	}
+	if (!rp_fence_callback_registered)
+	{
+		RegisterXactCallback(rp_fence_xact_callback, NULL);
+		rp_fence_callback_registered = true;
+	}
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	c = palloc(sizeof(RpCommitCheck));
+	c->leader = leader;
+	c->name = pstrdup(name);
+	c->fence = fence;
+	rp_commit_checks = lappend(rp_commit_checks, c);
+	MemoryContextSwitchTo(old);
 }
 
 /* ------------------------------------------------------------------------
