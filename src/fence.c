@@ -563,6 +563,12 @@ rp_fence_xact_callback(XactEvent event, void *arg)
 		rp_commit_checks = NIL;
 		return;
 	}
+	/* COMMIT PREPARED may come at any time, after any lease ran out. */
+	if (event == XACT_EVENT_PRE_PREPARE && rp_commit_checks != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that made lease-bound fenced writes"),
+				 errdetail("A fenced write takes effect at commit, which must come before its lease's deadline; COMMIT PREPARED has none.")));
 	foreach(lc, rp_commit_checks)
 	{
 		RpCommitCheck *c = lfirst(lc);
