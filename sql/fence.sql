@@ -102,3 +102,21 @@ INSERT INTO ledger (id, v) VALUES (1, 1);
 SELECT id, v, fence_token > 0 AS stamped FROM ledger;
 SELECT rp_release_all();
 RESET redis_primitives.lease_margin;
+
+-- A write made and rolled back in a subtransaction does not hold up the
+-- commit: its lease (an xact lease of that subtransaction) went with it.
+SET redis_primitives.lease_margin = 50;
+BEGIN;
+SAVEPOINT s;
+SELECT rp_acquire_xact('ledger-2', 10000) IS NOT NULL AS acquired;
+INSERT INTO ledger (id, v) VALUES (2, 2);
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+-- a PREPARE after a lease-bound write is refused (COMMIT PREPARED has no deadline)
+SELECT rp_acquire('ledger-3', 10000) IS NOT NULL AS acquired;
+BEGIN;
+INSERT INTO ledger (id, v) VALUES (3, 3);
+PREPARE TRANSACTION 'fenced';
+SELECT id FROM ledger ORDER BY id;
+SELECT rp_release_all();
+RESET redis_primitives.lease_margin;

@@ -546,6 +546,7 @@ typedef struct RpCommitCheck
 	bool		leader;
 	char	   *name;			/* lock name or election */
 	int64		fence;			/* the fence (epoch) written under */
+	SubTransactionId subid;		/* subtransaction that wrote under it */
 } RpCommitCheck;
 
 static List *rp_commit_checks = NIL;	/* in TopTransactionContext */
@@ -594,6 +595,29 @@ rp_fence_xact_callback(XactEvent event, void *arg)
 	}
 }
 
+/*
+ * A subtransaction that rolls back takes its writes with it, and their
+ * checks; one that commits hands them to its parent.
+ */
+static void
+rp_fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						  SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+
+	foreach(lc, rp_commit_checks)
+	{
+		RpCommitCheck *c = lfirst(lc);
+
+		if (c->subid != mySubid)
+			continue;
+		if (event == SUBXACT_EVENT_ABORT_SUB)
+			rp_commit_checks = foreach_delete_current(rp_commit_checks, lc);
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+			c->subid = parentSubid;
+	}
+}
+
 /* Remember that a write was accepted under (name, fence). */
 static void
 rp_commit_remember(bool leader, const char *name, int64 fence)
@@ -602,15 +626,19 @@ rp_commit_remember(bool leader, const char *name, int64 fence)
 	MemoryContext old;
 	RpCommitCheck *c;
 
+	SubTransactionId subid = GetCurrentSubTransactionId();
+
 	foreach(lc, rp_commit_checks)
 	{
 		c = lfirst(lc);
-		if (c->leader == leader && c->fence == fence && strcmp(c->name, name) == 0)
+		if (c->leader == leader && c->fence == fence && c->subid == subid &&
+			strcmp(c->name, name) == 0)
 			return;
 	}
 	if (!rp_fence_callback_registered)
 	{
 		RegisterXactCallback(rp_fence_xact_callback, NULL);
+		RegisterSubXactCallback(rp_fence_subxact_callback, NULL);
 		rp_fence_callback_registered = true;
 	}
 	old = MemoryContextSwitchTo(TopTransactionContext);
@@ -618,6 +646,7 @@ rp_commit_remember(bool leader, const char *name, int64 fence)
 	c->leader = leader;
 	c->name = pstrdup(name);
 	c->fence = fence;
+	c->subid = subid;
 	rp_commit_checks = lappend(rp_commit_checks, c);
 	MemoryContextSwitchTo(old);
 }
