@@ -52,7 +52,7 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench deb bench-track
+.PHONY: test demo bench deb bench-track bench-fence
 test:
 	bash scripts/test.sh
 # Build the Debian package, install it into the system PostgreSQL 15 and run
@@ -76,3 +76,5 @@ mutation-sample:
 # What rp_stats costs: track on vs off in alternating rounds (bench/track.sh).
 bench-track:
 	bash bench/track.sh
+bench-fence:
+	bash bench/fence/run.sh

@@ -1058,3 +1058,35 @@ rp_leases(PG_FUNCTION_ARGS)
 	}
 	return (Datum) 0;
 }
+
+/* ------------------------------------------------------------------------
+ * Registry lookup for the fence guard (core's restructure replaces this).
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * The lease this session holds on name with the latest deadline, if any.
+ * The registry keeps one lease per name (a new grant drops the old one), but
+ * taking the latest deadline keeps the answer right if that ever changes.
+ */
+bool
+rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
+				TimestampTz *expires_at)
+{
+	ListCell   *lc;
+	RpLease    *best = NULL;
+
+	foreach(lc, rp_leases_held)
+	{
+		RpLease    *l = lfirst(lc);
+
+		if (l->namelen == namelen && memcmp(l->name, name, namelen) == 0 &&
+			(best == NULL || l->expires_at > best->expires_at))
+			best = l;
+	}
+	if (best == NULL)
+		return false;
+	*fence = best->fence;
+	*expires_at = best->expires_at;
+	return true;
+}

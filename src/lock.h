@@ -13,6 +13,7 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "fmgr.h"
 
 /* Longest lease or wait we accept, in ms (Redis rejects PX past int64 time). */
@@ -24,5 +25,14 @@ extern void rp_lock_init(void);
 extern text *rp_arg_text(FunctionCallInfo fcinfo, int argno, const char *what);
 extern int64 rp_arg_int8(FunctionCallInfo fcinfo, int argno, const char *what,
 						 int64 min, int64 max);
+
+/*
+ * The session's live lease on a name, from its own registry (no round trip):
+ * true with the lease's fence and expires_at (the time the acquire was sent
+ * + ttl); false when the session holds none.  Used by the lock-bound fence
+ * guard (fence.c), which applies redis_primitives.lease_margin itself.
+ */
+extern bool rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
+							TimestampTz *expires_at);
 
 #endif							/* RP_LOCK_H */

@@ -60,6 +60,7 @@ _PG_init(void)
 	rp_ratelimit_init();
 	rp_election_init();
 	rp_stats_init();
+	rp_fence_init();
 
 	MarkGUCPrefixReserved("redis_primitives");
 
