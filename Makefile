@@ -29,7 +29,7 @@ ISOLATION    = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 
 PG_CPPFLAGS  = -I$(srcdir)/src -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
-SHLIB_LINK   = -lhiredis
+SHLIB_LINK   = -lhiredis -lssl -lcrypto
 
 PG_CONFIG   ?= pg_config
 PGXS        := $(shell $(PG_CONFIG) --pgxs)

@@ -21,6 +21,8 @@
 #include "conn.h"
 #include "lock.h"
 #include "redis_primitives.h"
+#include "sentinel_auth.h"
+#include "tls.h"
 
 PG_MODULE_MAGIC;
 
@@ -55,6 +57,8 @@ void
 _PG_init(void)
 {
 	rp_conn_init();
+	rp_tls_init();
+	rp_sentinel_auth_init();
 	rp_lock_init();
 	rp_ratelimit_init();
 	rp_election_init();
