@@ -46,9 +46,22 @@ rp_emit_log_hook(ErrorData *edata)
 	 * stays as it is in every language.
 	 */
 	if (edata->message_id != NULL && edata->message != NULL &&
-		strcmp(edata->message_id, "parameter \"%s\" changed to \"%s\"") == 0 &&
-		strstr(edata->message, "\"redis_primitives.password\"") != NULL)
-		edata->message = pstrdup("parameter \"redis_primitives.password\" changed");
+		strcmp(edata->message_id, "parameter \"%s\" changed to \"%s\"") == 0)
+	{
+		static const char *const secrets[] = {
+			"redis_primitives.password",
+			"redis_primitives.sentinel_password"
+		};
+
+		for (size_t i = 0; i < lengthof(secrets); i++)
+		{
+			char	   *quoted = psprintf("\"%s\"", secrets[i]);
+
+			if (strstr(edata->message, quoted) != NULL)
+				edata->message = psprintf("parameter %s changed", quoted);
+			pfree(quoted);
+		}
+	}
 	if (rp_prev_emit_log_hook)
 		rp_prev_emit_log_hook(edata);
 }

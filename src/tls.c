@@ -73,6 +73,7 @@ typedef struct RpTlsConn
 	const redisContext *c;
 	SSL		   *ssl;
 	bool		cert_requested; /* the server sent a CertificateRequest */
+	bool		sent;			/* a write finished; no read tried since */
 } RpTlsConn;
 
 #define RP_TLS_MAX_CONNS	80	/* conn.c: 64 cluster nodes + the current */
@@ -234,6 +235,12 @@ rp_tls_get_ctx(void)
 	/* hiredis' output buffer moves as it is consumed: allow partial writes. */
 	SSL_CTX_set_mode(rp_tls_ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
 					 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/*
+	 * Read whole records and what follows them in one recv: as many system
+	 * calls per reply as plain TCP.  Bytes read ahead sit in OpenSSL, not in
+	 * the socket, which is why rp_tls_read asks SSL_has_pending first.
+	 */
+	SSL_CTX_set_read_ahead(rp_tls_ctx, 1);
 	SSL_CTX_set_default_passwd_cb(rp_tls_ctx, rp_tls_no_passphrase);
 	SSL_CTX_set_msg_callback(rp_tls_ctx, rp_tls_msg_cb);
 
@@ -474,6 +481,7 @@ rp_tls_handshake(redisContext *c, const char *host, const char *target,
 	tc->c = c;
 	tc->ssl = ssl;
 	tc->cert_requested = false;
+	tc->sent = false;
 	SSL_set_app_data(ssl, tc);
 
 	if (SSL_set_fd(ssl, c->fd) != 1)
@@ -607,6 +615,7 @@ rp_tls_write(redisContext *c, int *done, int *want)
 		return REDIS_ERR;
 	}
 	*done = 1;
+	tc->sent = true;
 	return REDIS_OK;
 }
 
@@ -619,6 +628,18 @@ rp_tls_read(redisContext *c, int *want)
 	int			sslerr;
 
 	*want = WL_SOCKET_READABLE;
+
+	/*
+	 * Right after a request went out its reply cannot be there yet unless
+	 * OpenSSL already holds it: wait first rather than spend a recv on
+	 * EAGAIN.  After that wait, and whenever OpenSSL holds bytes, read.
+	 */
+	if (tc->sent && !SSL_has_pending(tc->ssl))
+	{
+		tc->sent = false;
+		return 0;
+	}
+	tc->sent = false;
 	ERR_clear_error();
 	errno = 0;
 	n = SSL_read(tc->ssl, buf, sizeof(buf));

@@ -12,7 +12,7 @@
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
 source "$(dirname "$0")/tls_certs.bash"
-plan 18
+plan 20
 
 tls_make_certs "$RP_TMP/tlst"
 C=$RP_TMP/tlst
@@ -90,6 +90,15 @@ is "$(st "$TLS $SENT SET redis_primitives.sentinel_password_file = '$RP_TMP/sent
 is "$(psql -X -At -q -d "$RP_DB" -c "CREATE ROLE tls_plain LOGIN" -c "SET ROLE tls_plain" -c "SHOW redis_primitives.sentinel_password" 2>&1 | grep -c 'permission denied\|must be superuser')" "1" \
 	"a plain user cannot SHOW sentinel_password"
 psql -X -q -d "$RP_DB" -c "DROP ROLE tls_plain" >/dev/null 2>&1
+is "$(q_state "ALTER ROLE postgres SET redis_primitives.sentinel_password = 'x'")" "42501" \
+	"sentinel_password cannot be stored in a world-readable role setting"
+# A reload logs every changed setting with its value; the twin (a setting
+# that is not secret) shows the log check can see one.
+q "ALTER SYSTEM SET redis_primitives.sentinel_password = 'log-Secret-31'" "ALTER SYSTEM SET redis_primitives.sentinel_username = 'log-User-9'" "SELECT pg_reload_conf()" >/dev/null
+wait_for 10 'grep -q "log-User-9" "$RP_TMP/pg.log"'
+is "$(grep -c 'log-Secret-31' "$RP_TMP/pg.log")/$(grep -c 'parameter "redis_primitives.sentinel_password" changed$' "$RP_TMP/pg.log")" "0/1" \
+	"a reload logs that sentinel_password changed, never its value (sentinel_username's value is logged: the twin)"
+q "ALTER SYSTEM RESET redis_primitives.sentinel_password" "ALTER SYSTEM RESET redis_primitives.sentinel_username" "SELECT pg_reload_conf()" >/dev/null
 
 # Failover: the same session follows the sentinel to the promoted replica.
 session_open s
