@@ -181,10 +181,10 @@ rp_tls_msg_cb(int write_p, int version, int content_type, const void *buf,
 	if (!write_p && content_type == SSL3_RT_HANDSHAKE && len > 0 &&
 		((const unsigned char *) buf)[0] == SSL3_MT_CERTIFICATE_REQUEST)
 	{
-		RpTlsConn  *tc = SSL_get_app_data(ssl);
-
-		if (tc != NULL)
-			tc->cert_requested = true;
+		/* By SSL, not by a pointer: rp_tls_close moves table entries. */
+		for (int i = 0; i < rp_tls_nconns; i++)
+			if (rp_tls_conns[i].ssl == ssl)
+				rp_tls_conns[i].cert_requested = true;
 	}
 }
 
@@ -242,7 +242,6 @@ rp_tls_get_ctx(void)
 	 */
 	SSL_CTX_set_read_ahead(rp_tls_ctx, 1);
 	SSL_CTX_set_default_passwd_cb(rp_tls_ctx, rp_tls_no_passphrase);
-	SSL_CTX_set_msg_callback(rp_tls_ctx, rp_tls_msg_cb);
 
 	if (have_ca)
 	{
@@ -482,7 +481,8 @@ rp_tls_handshake(redisContext *c, const char *host, const char *target,
 	tc->ssl = ssl;
 	tc->cert_requested = false;
 	tc->sent = false;
-	SSL_set_app_data(ssl, tc);
+	/* Watched during the handshake only: not a call per record later. */
+	SSL_set_msg_callback(ssl, rp_tls_msg_cb);
 
 	if (SSL_set_fd(ssl, c->fd) != 1)
 		elog(ERROR, "could not attach the TLS session to the socket: %s", rp_tls_errors());
@@ -530,7 +530,10 @@ rp_tls_handshake(redisContext *c, const char *host, const char *target,
 		ok = rp_tls_probe(tc, wait, deadline, &sslerr);
 	}
 	if (ok)
+	{
+		SSL_set_msg_callback(ssl, NULL);
 		return;
+	}
 
 	/* The session stays registered: the caller's drop frees it. */
 	if (sslerr == -1 && BIO_number_read(SSL_get_rbio(ssl)) == 0)
