@@ -56,8 +56,8 @@ done
 # pairs' ratios is what the shared machine cannot blur.  Switching a
 # setting drops the connection: each half starts with one untimed call.
 psql -X -q -d rp_bench -v ON_ERROR_STOP=1 >/dev/null <<SQL
-CREATE TABLE tls_pair (pair int, row text, mode text, ms float8);
-CREATE PROCEDURE tls_half(pair int, row text, mode text, n int) LANGUAGE plpgsql AS \$\$
+CREATE TABLE tls_pair (pair int, kind text, mode text, ms float8);
+CREATE PROCEDURE tls_half(pair int, kind text, mode text, n int) LANGUAGE plpgsql AS \$\$
 DECLARE t0 timestamptz; l rp_lease;
 BEGIN
   PERFORM set_config('redis_primitives.port', CASE mode WHEN 'tls' THEN '$PT' ELSE '$PP' END, false);
@@ -66,7 +66,7 @@ BEGIN
   PERFORM rp_ping();
   t0 := clock_timestamp();
   FOR i IN 1..n LOOP
-    CASE row
+    CASE kind
       WHEN 'acquire+release' THEN l := rp_acquire('bench-tls', 10000); PERFORM rp_release(l);
       WHEN 'rp_ratelimit' THEN PERFORM rp_ratelimit('bench-tls-rl', 1000000000, 60000, 1, 'gcra');
       WHEN 'rp_ping' THEN PERFORM rp_ping();
@@ -75,7 +75,7 @@ BEGIN
         PERFORM rp_ping();
     END CASE;
   END LOOP;
-  INSERT INTO tls_pair VALUES (pair, row, mode, extract(epoch FROM clock_timestamp() - t0) * 1000 / n);
+  INSERT INTO tls_pair VALUES (pair, kind, mode, extract(epoch FROM clock_timestamp() - t0) * 1000 / n);
 END \$\$;
 SQL
 for p in $(seq "$PAIRS"); do
@@ -111,21 +111,21 @@ done
 	echo "| call | plain ms (median) | TLS ms (median) | TLS / plain: median of the pairs' ratios | pairs within 1.15x |"
 	echo "| --- | ---: | ---: | ---: | ---: |"
 	psql -X -At -F '|' -d rp_bench -c "
-	  WITH p AS (SELECT a.row, a.pair, a.ms AS plain, b.ms AS tls, b.ms / a.ms AS ratio
-	             FROM tls_pair a JOIN tls_pair b USING (pair, row) WHERE a.mode = 'plain' AND b.mode = 'tls')
-	  SELECT '', row, round(percentile_cont(0.5) WITHIN GROUP (ORDER BY plain)::numeric, 3),
+	  WITH p AS (SELECT a.kind, a.pair, a.ms AS plain, b.ms AS tls, b.ms / a.ms AS ratio
+	             FROM tls_pair a JOIN tls_pair b USING (pair, kind) WHERE a.mode = 'plain' AND b.mode = 'tls')
+	  SELECT '', kind, round(percentile_cont(0.5) WITHIN GROUP (ORDER BY plain)::numeric, 3),
 	         round(percentile_cont(0.5) WITHIN GROUP (ORDER BY tls)::numeric, 3),
 	         round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ratio)::numeric, 2) || 'x',
 	         count(*) FILTER (WHERE ratio <= 1.15) || ' of ' || count(*), ''
-	  FROM p GROUP BY row ORDER BY min(CASE row WHEN 'acquire+release' THEN 1 WHEN 'rp_ratelimit' THEN 2 WHEN 'rp_ping' THEN 3 ELSE 4 END)"
+	  FROM p GROUP BY kind ORDER BY min(CASE kind WHEN 'acquire+release' THEN 1 WHEN 'rp_ratelimit' THEN 2 WHEN 'rp_ping' THEN 3 ELSE 4 END)"
 	echo
 	psql -X -At -d rp_bench -c "
-	  WITH m AS (SELECT row, mode, percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS ms FROM tls_pair GROUP BY row, mode)
+	  WITH m AS (SELECT kind, mode, percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS ms FROM tls_pair GROUP BY kind, mode)
 	  SELECT format('Connection set-up (reconnect+rp_ping minus rp_ping, medians): plain %s ms, TLS %s ms: the TLS handshake adds about %s ms, once per connection.',
 	    round((r.ms - p.ms)::numeric, 3), round((rt.ms - pt.ms)::numeric, 3), round(((rt.ms - pt.ms) - (r.ms - p.ms))::numeric, 3))
 	  FROM m r, m p, m rt, m pt
-	  WHERE r.row = 'reconnect+rp_ping' AND r.mode = 'plain' AND p.row = 'rp_ping' AND p.mode = 'plain'
-	    AND rt.row = 'reconnect+rp_ping' AND rt.mode = 'tls' AND pt.row = 'rp_ping' AND pt.mode = 'tls'"
+	  WHERE r.kind = 'reconnect+rp_ping' AND r.mode = 'plain' AND p.kind = 'rp_ping' AND p.mode = 'plain'
+	    AND rt.kind = 'reconnect+rp_ping' AND rt.mode = 'tls' AND pt.kind = 'rp_ping' AND pt.mode = 'tls'"
 	echo
 	echo "## pgbench (average latency, ${T} s per run, runs in the order plain, TLS, TLS, plain)"
 	echo

@@ -22,7 +22,7 @@
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
 source "$(dirname "$0")/tls_certs.bash"
-plan 35
+plan 36
 
 declare -A PORT
 for s in good other expired mtls hung; do
@@ -176,5 +176,20 @@ session_q s "SET redis_primitives.tls_ca_file = '$C/ca2.crt'" >/dev/null
 is "$(session_q s "SELECT rp_release_all() >= 0")" "ERROR:  08001" \
 	"a changed tls_ca_file drops the connection: the next call verifies against the new (wrong) CA"
 session_close s
+
+# ---- F. the background elector uses the same settings -----------------------------
+EP=$(rp_free_port)
+rp_start_pg tlselec "$EP" "redis_primitives.port = ${PORT[good]}
+redis_primitives.tls = 'verify-full'
+redis_primitives.tls_ca_file = '$C/ca.crt'
+redis_primitives.node_id = 'tls-node'
+redis_primitives.elections = 'tls-elec'"
+leader=
+for i in $(seq 300); do
+	leader=$(redis-cli --tls --cacert "$C/ca.crt" -p "${PORT[good]}" hget 'rp:{tls-elec}:leader' node 2>/dev/null)
+	[ "$leader" = tls-node ] && break; sleep 0.1
+done
+is "$leader" "tls-node" "the background elector of a server configured for TLS campaigns over TLS"
+rp_stop_pg tlselec
 
 finish

@@ -127,7 +127,7 @@ done
 for p in "${CP[@]}"; do wait_for 10 rp_port_taken "$p"; done
 "${CLI[@]}" --cluster create "${CP[@]/#/127.0.0.1:}" --cluster-replicas 0 --cluster-yes >"$RP_TMP/tlsclu.out" 2>&1
 cluster_ok() { local p; for p in "${CP[@]}"; do "${CLI[@]}" -p "$p" cluster info | grep -q cluster_state:ok || return 1; done; }
-wait_for 30 cluster_ok; ok $? "three TLS-only masters form a cluster (tls-cluster yes)"
+wait_for 90 cluster_ok; ok $? "three TLS-only masters form a cluster (tls-cluster yes)"
 ports=$("${CLI[@]}" -p "${CP[0]}" cluster slots | grep -A1 '^127.0.0.1$' | grep -E '^[0-9]+$' | sort -u | paste -sd' ')
 is "$ports" "$(printf '%s\n' "${CP[@]}" | sort | paste -sd' ')" "CLUSTER SLOTS names the TLS ports"
 export PGOPTIONS="-c redis_primitives.cluster=on -c redis_primitives.port=${CP[0]} -c redis_primitives.tls=verify-full -c redis_primitives.tls_ca_file=$C/ca.crt"
