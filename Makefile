@@ -34,7 +34,7 @@ ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 TAP_TESTS    = 1
 
 PG_CPPFLAGS  = -I$(srcdir)/src -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
-SHLIB_LINK   = -lhiredis
+SHLIB_LINK   = -lhiredis -lssl -lcrypto
 
 PG_CONFIG   ?= pg_config
 PGXS        := $(shell $(PG_CONFIG) --pgxs)
@@ -52,7 +52,7 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench deb bench-track bench-fence
+.PHONY: test demo bench deb bench-track bench-fence bench-tls
 test:
 	bash scripts/test.sh
 # Build the Debian package, install it into the system PostgreSQL 15 and run
@@ -78,3 +78,5 @@ bench-track:
 	bash bench/track.sh
 bench-fence:
 	bash bench/fence/run.sh
+bench-tls:
+	bash bench/tls.sh
