@@ -25,4 +25,9 @@ extern text *rp_arg_text(FunctionCallInfo fcinfo, int argno, const char *what);
 extern int64 rp_arg_int8(FunctionCallInfo fcinfo, int argno, const char *what,
 						 int64 min, int64 max);
 
+/* Pool-safe forms and pool support (end of lock.c; pool.c). */
+extern int	rp_lock_release_session_leases(void);
+extern void rp_pool_check_session_acquire(const char *name, size_t namelen);
+extern void rp_pool_warn_release_not_held(const char *name, size_t namelen);
+
 #endif							/* RP_LOCK_H */

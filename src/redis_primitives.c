@@ -58,6 +58,7 @@ _PG_init(void)
 	rp_lock_init();
 	rp_ratelimit_init();
 	rp_election_init();
+	rp_pool_init();
 
 	MarkGUCPrefixReserved("redis_primitives");
 
