@@ -25,3 +25,6 @@ AS 'MODULE_PATHNAME', 'rp_extend_token'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION @extschema@.rp_extend(pg_catalog.text, pg_catalog.text, pg_catalog.int8) IS
   'Compare-and-pexpire by token, from any connection: the lease lives ttl_ms from now; NULL if no longer held';
+-- As 90_privileges.sql does for every function: EXECUTE is granted by the DBA.
+REVOKE ALL ON FUNCTION @extschema@.rp_release(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.rp_extend(pg_catalog.text, pg_catalog.text, pg_catalog.int8) FROM PUBLIC;
