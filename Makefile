@@ -45,10 +45,13 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench
+.PHONY: test demo bench bench-apps
 test:
 	bash scripts/test.sh
 demo:
 	bash scripts/demo.sh
 bench:
 	bash bench/run.sh
+# node-redlock and rate-limiter-flexible against this extension (npm; bench/apps/).
+bench-apps:
+	bash bench/apps/run.sh
