@@ -11,7 +11,7 @@
 'use strict';
 const { Pool } = require('pg');
 
-const ELECTION = 'example-nightly', LEASE_MS = 1000;
+const ELECTION = 'example-nightly', LEASE_MS = 3000;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function main() {

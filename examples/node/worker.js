@@ -29,7 +29,7 @@ async function deposit(id, amount) {
     await client.query('BEGIN');
     // SELECT * FROM, not SELECT (rp_acquire_xact(...)).*: one call, not one per column.
     const { rows: [lease] } = await client.query(
-      'SELECT * FROM rp_acquire_xact($1, $2, $3)', [`account-${id}`, 5000, 2000]);
+      'SELECT * FROM rp_acquire_xact($1, $2, $3)', [`account-${id}`, 5000, 10000]);
     if (lease.token === null) {          // "not acquired" is a row of NULLs, not zero rows
       await client.query('ROLLBACK');
       return false;
@@ -49,7 +49,7 @@ async function deposit(id, amount) {
 
 async function depositOneShot(id, amount) {
   const { rows } = await pool.query(
-    `WITH lease AS (SELECT * FROM rp_acquire_xact($1, 5000, 2000))
+    `WITH lease AS (SELECT * FROM rp_acquire_xact($1, 5000, 10000))
      UPDATE example_account a SET balance = a.balance + $2, fence_token = lease.fence
      FROM lease WHERE a.id = $3 AND lease.token IS NOT NULL
      RETURNING lease.fence`, [`account-${id}`, amount, id]);

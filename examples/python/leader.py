@@ -12,7 +12,7 @@ import time
 
 import psycopg
 
-ELECTION, LEASE_MS = "example-nightly-py", 1000
+ELECTION, LEASE_MS = "example-nightly-py", 3000
 
 
 def main():

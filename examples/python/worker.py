@@ -27,7 +27,7 @@ def deposit(conn, account_id, amount):
     with conn.transaction():
         # SELECT * FROM, not SELECT (rp_acquire_xact(...)).*: one call, not one per column.
         lease = conn.execute("SELECT * FROM rp_acquire_xact(%s, %s, %s)",
-                             (f"account-{account_id}", 5000, 2000)).fetchone()
+                             (f"account-{account_id}", 5000, 10000)).fetchone()
         if lease.token is None:        # "not acquired" is a row of NULLs, not zero rows
             return False
         conn.execute("UPDATE example_account_py SET balance = balance + %s, fence_token = %s WHERE id = %s",
