@@ -52,7 +52,7 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench deb bench-track bench-fence bench-tls
+.PHONY: test demo bench deb bench-track bench-fence bench-tls bench-apps
 test:
 	bash scripts/test.sh
 # Build the Debian package, install it into the system PostgreSQL 15 and run
@@ -80,3 +80,6 @@ bench-fence:
 	bash bench/fence/run.sh
 bench-tls:
 	bash bench/tls.sh
+# node-redlock and rate-limiter-flexible against this extension (npm; bench/apps/).
+bench-apps:
+	bash bench/apps/run.sh

@@ -763,6 +763,8 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 					 errmsg("verify_at_commit must not be NULL")));
 		verify = PG_GETARG_BOOL(4);
 	}
+	if (!xact)
+		rp_pool_check_session_acquire(name, namelen);	/* pool.c */
 	if (LockTimeout > 0 && wait_ms > LockTimeout)
 		lock_deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
 
@@ -927,7 +929,10 @@ RP_TRACKED_FUNCTION(rp_release_name, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 	bool		released;
 
 	if (mine == NULL)
+	{
+		rp_pool_warn_release_not_held(VARDATA_ANY(name_t), VARSIZE_ANY_EXHDR(name_t));	/* pool.c */
 		PG_RETURN_BOOL(false);
+	}
 	released = rp_release_leases(list_make1(mine), false, NULL) == 1;
 	rp_registry_remove(mine);
 	PG_RETURN_BOOL(released);
@@ -1089,4 +1094,124 @@ rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
 	*fence = best->fence;
 	*expires_at = best->expires_at;
 	return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Pool-safe forms (the "apps" area; see docs/applications.md).
+ *
+ * rp_release(name, token) and rp_extend(name, token, ttl_ms) act by token
+ * alone, from any connection: a pooled client's release lands on whichever
+ * backend the pool hands it, which need not be the one that acquired.  When
+ * this session's registry does hold that token, it is kept consistent:
+ * forgotten on release, its deadline moved on extend.  Also here: what the
+ * pool module (pool.c) needs from the registry.
+ * ------------------------------------------------------------------------
+ */
+
+/* Name and token arguments: 22004 for NULL, 22023 for empty. */
+static RpLease *
+rp_token_args(FunctionCallInfo fcinfo)
+{
+	text	   *name = rp_arg_text(fcinfo, 0, "lock name");
+	text	   *token = rp_arg_text(fcinfo, 1, "lease token");
+
+	return rp_transient_lease(name, token);
+}
+
+PG_FUNCTION_INFO_V1(rp_release_token);
+Datum
+rp_release_token(PG_FUNCTION_ARGS)
+{
+	RpLease    *l = rp_token_args(fcinfo);
+	RpLease    *mine;
+	bool		released;
+
+	rp_register_callbacks();
+	/* Not one of our tokens' shape: no lease can hold it. */
+	if (l->token[0] == '\0')
+		PG_RETURN_BOOL(false);
+	released = rp_release_leases(list_make1(l), false, NULL) == 1;
+	mine = rp_registry_find(l->name, l->namelen, l->token);
+	if (mine)
+		rp_registry_remove(mine);
+	PG_RETURN_BOOL(released);
+}
+
+PG_FUNCTION_INFO_V1(rp_extend_token);
+Datum
+rp_extend_token(PG_FUNCTION_ARGS)
+{
+	RpLease    *l = rp_token_args(fcinfo);
+	int64		ttl_ms = rp_arg_int8(fcinfo, 2, "ttl_ms", 1, RP_MAX_TTL_MS);
+	RpLease    *mine;
+	RpArg		keys[2];
+	RpArg		argv[2];
+	RpReply    *r;
+	TimestampTz sent;
+	TimestampTz expires;
+	int64		fence;
+
+	rp_register_callbacks();
+	if (l->token[0] == '\0')
+		PG_RETURN_NULL();
+	keys[0] = rp_key(l->name, l->namelen, "lock");
+	keys[1] = rp_key(l->name, l->namelen, "fence");
+	argv[0] = rp_arg_str(l->token);
+	argv[1] = rp_arg_int(ttl_ms);
+	mine = rp_registry_find(l->name, l->namelen, l->token);
+	sent = GetCurrentTimestamp();
+	r = rp_lock_eval(&rp_script_lock_extend_token, 2, keys, 2, argv);
+	if (rp_reply_is_nil(r))
+	{
+		/* Not ours any more: stop believing it. */
+		if (mine)
+			rp_registry_remove(mine);
+		PG_RETURN_NULL();
+	}
+	if (r->type != RP_REPLY_STRING)
+		elog(ERROR, "unexpected Redis reply for lock_extend_token: expected a decimal string");
+	/* The session's own record is exact; otherwise the counter (see script). */
+	fence = mine ? mine->fence : pg_strtoint64(r->str);
+	/* Counted from when it was asked for: conservative, like rp_acquire. */
+	expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
+	if (mine)
+		mine->expires_at = expires;
+	PG_RETURN_DATUM(rp_make_lease(fcinfo, l->name, l->namelen, l->token,
+								  fence, expires));
+}
+
+/*
+ * Release every session-scoped lease this backend holds, for DISCARD ALL
+ * (pool.c).  Never throws: a lease that cannot be released expires by its
+ * TTL.  Returns how many Redis still held.
+ */
+int
+rp_lock_release_session_leases(void)
+{
+	List	   *session = NIL;
+	ListCell   *lc;
+	int			released;
+
+	foreach(lc, rp_leases_held)
+	{
+		RpLease    *l = lfirst(lc);
+
+		if (!l->xact)
+		{
+			session = lappend(session, l);
+			rp_leases_held = foreach_delete_current(rp_leases_held, lc);
+		}
+	}
+	if (session == NIL)
+		return 0;
+	released = rp_release_leases(session, true, NULL);
+	foreach(lc, session)
+	{
+		RpLease    *l = lfirst(lc);
+
+		pfree(l->name);
+		pfree(l);
+	}
+	list_free(session);
+	return released;
 }

@@ -34,5 +34,9 @@ extern int64 rp_arg_int8(FunctionCallInfo fcinfo, int argno, const char *what,
  */
 extern bool rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
 							TimestampTz *expires_at);
+/* Pool-safe forms and pool support (end of lock.c; pool.c). */
+extern int	rp_lock_release_session_leases(void);
+extern void rp_pool_check_session_acquire(const char *name, size_t namelen);
+extern void rp_pool_warn_release_not_held(const char *name, size_t namelen);
 
 #endif							/* RP_LOCK_H */

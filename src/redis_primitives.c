@@ -78,6 +78,7 @@ _PG_init(void)
 	rp_election_init();
 	rp_stats_init();
 	rp_fence_init();
+	rp_pool_init();
 
 	MarkGUCPrefixReserved("redis_primitives");
 

@@ -184,3 +184,22 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION @extschema@.rp_campaign(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.int8) IS
   'Become leader of name as node_id for lease_ms (a new epoch above floor), or renew if already leader (same epoch); returns the epoch, NULL when another node or a lock holder has the name';
 REVOKE ALL ON FUNCTION @extschema@.rp_campaign(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.int8) FROM PUBLIC;
+
+-- apps: pool-safe forms, rp_release(name, token) and rp_extend(name, token, ttl_ms).
+
+CREATE FUNCTION @extschema@.rp_release(name pg_catalog.text, token pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'rp_release_token'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION @extschema@.rp_release(pg_catalog.text, pg_catalog.text) IS
+  'Compare-and-delete by token, from any connection (what a connection pool needs); false when the lease is no longer held with this token';
+
+CREATE FUNCTION @extschema@.rp_extend(name pg_catalog.text, token pg_catalog.text, ttl_ms pg_catalog.int8)
+RETURNS @extschema@.rp_lease
+AS 'MODULE_PATHNAME', 'rp_extend_token'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION @extschema@.rp_extend(pg_catalog.text, pg_catalog.text, pg_catalog.int8) IS
+  'Compare-and-pexpire by token, from any connection: the lease lives ttl_ms from now; NULL if no longer held';
+-- As 90_privileges.sql does for every function: EXECUTE is granted by the DBA.
+REVOKE ALL ON FUNCTION @extschema@.rp_release(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.rp_extend(pg_catalog.text, pg_catalog.text, pg_catalog.int8) FROM PUBLIC;
