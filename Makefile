@@ -45,10 +45,12 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench
+.PHONY: test demo bench bench-semaphore
 test:
 	bash scripts/test.sh
 demo:
 	bash scripts/demo.sh
 bench:
 	bash bench/run.sh
+bench-semaphore:
+	bash bench/semaphore.sh
