@@ -393,15 +393,17 @@ rp_batch_group(RpLeaseBatch *b, int g)
  * for cleanup paths, and all of it within RP_CLEANUP_TIMEOUT_MS.
  */
 static int	rp_release_leases_of(List *leases, const RpScript *script,
-								 bool quiet, bool *answered);
+								 bool quiet, TimestampTz deadline, bool *answered);
 
 /*
- * Release leases of any kind: locks and permits (semaphore.c) are released
- * by their own script, each in one round trip per hash slot.
+ * (Locks and permits (semaphore.c) are released by their own script, each
+ * in one round trip per hash slot, all within the one cleanup deadline.)
  */
 static int
 rp_release_leases(List *leases, bool quiet, bool *answered)
 {
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
 	List	   *locks = NIL;
 	List	   *permits = NIL;
 	ListCell   *lc;
@@ -418,8 +420,10 @@ rp_release_leases(List *leases, bool quiet, bool *answered)
 		else
 			locks = lappend(locks, l);
 	}
-	released = rp_release_leases_of(locks, &rp_script_lock_release, quiet, &a1);
-	released += rp_release_leases_of(permits, &rp_script_semaphore_release, quiet, &a2);
+	released = rp_release_leases_of(locks, &rp_script_lock_release, quiet,
+									deadline, &a1);
+	released += rp_release_leases_of(permits, &rp_script_semaphore_release, quiet,
+									 deadline, &a2);
 	if (answered)
 		*answered = a1 && a2;
 	list_free(locks);
@@ -429,19 +433,16 @@ rp_release_leases(List *leases, bool quiet, bool *answered)
 
 static int
 rp_release_leases_of(List *leases, const RpScript *script, bool quiet,
-					 bool *answered)
+					 TimestampTz deadline, bool *answered)
 {
 	RpLeaseBatch b;
 	int			released = 0;
-	TimestampTz deadline;
 
 	if (answered)
 		*answered = true;
 	if (leases == NIL)
 		return 0;
 	rp_batch_init(&b, leases);
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
 	for (int g = 0; g < b.ngroups; g++)
 	{
 		int			gn = rp_batch_group(&b, g);
