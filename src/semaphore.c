@@ -31,6 +31,7 @@
 #include "conn.h"
 #include "lock.h"
 #include "rp_scripts.h"
+#include "stats.h"
 
 /* The most permits one semaphore may have. */
 #define RP_SEM_MAX_PERMITS		1000000
@@ -200,24 +201,18 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	}
 }
 
-PG_FUNCTION_INFO_V1(rp_semaphore_acquire);
-Datum
-rp_semaphore_acquire(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_semaphore_acquire, RP_PRIM_SEMAPHORE_ACQUIRE, RP_OUT_NULL_REFUSED)
 {
 	return rp_semaphore_acquire_common(fcinfo, false);
 }
 
-PG_FUNCTION_INFO_V1(rp_semaphore_acquire_xact);
-Datum
-rp_semaphore_acquire_xact(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_semaphore_acquire_xact, RP_PRIM_SEMAPHORE_ACQUIRE_XACT, RP_OUT_NULL_REFUSED)
 {
 	return rp_semaphore_acquire_common(fcinfo, true);
 }
 
 /* (in_use, oldest_ttl_ms, oldest_expires_at, waiters, last_fence) */
-PG_FUNCTION_INFO_V1(rp_semaphore_info);
-Datum
-rp_semaphore_info(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_semaphore_info, RP_PRIM_SEMAPHORE_INFO, RP_OUT_PLAIN)
 {
 	text	   *name_t = rp_arg_text(fcinfo, 0, "semaphore name");
 	const char *name = VARDATA_ANY(name_t);
