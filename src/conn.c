@@ -39,6 +39,7 @@
 #include "utils/timestamp.h"
 
 #include "conn.h"
+#include "stats.h"
 
 /* Settings.  All PGC_SUSET: a plain user must not redirect the server. */
 static char *rp_host = NULL;
@@ -477,7 +478,10 @@ rp_wait(int events, TimestampTz deadline)
 		CHECK_FOR_INTERRUPTS();
 		timeout_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 		if (timeout_ms <= 0)
+		{
+			rp_stats_conn_event(RP_EVENT_TIMEOUT);
 			return false;
+		}
 		if (WaitEventSetWait(rp_waitset, timeout_ms, &ev, 1, PG_WAIT_EXTENSION) == 0)
 			continue;			/* timed out: the deadline check decides */
 		if (ev.events & WL_LATCH_SET)
@@ -580,6 +584,7 @@ rp_open(const char *host, int port, const char *unix_socket, TimestampTz deadlin
 	redisContext *c;
 
 	rp_conn_drop();
+	rp_stats_conn_event(RP_EVENT_CONNECT);
 	/* Name resolution inside hiredis is the one step not under the latch. */
 	if (unix_socket && unix_socket[0])
 		c = redisConnectUnixNonBlock(unix_socket);
@@ -1130,6 +1135,8 @@ rp_append_script(const char *verb, const char *body, int nkeys,
 	char		nk[16];
 	int			n = 0;
 
+	if (strcmp(verb, "EVAL") == 0)
+		rp_stats_conn_event(RP_EVENT_NOSCRIPT);	/* only sent after NOSCRIPT */
 	snprintf(nk, sizeof(nk), "%d", nkeys);
 	av[n] = verb;
 	al[n++] = strlen(verb);
@@ -1469,6 +1476,7 @@ rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
 		FlushErrorState();
+		rp_stats_quiet_error(edata->sqlerrcode);
 		*errmsg_out = edata->detail ?
 			psprintf("%s: %s", edata->message, edata->detail) :
 			pstrdup(edata->message);

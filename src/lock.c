@@ -36,6 +36,7 @@
 #include "conn.h"
 #include "lock.h"
 #include "rp_scripts.h"
+#include "stats.h"
 
 #define RP_TOKEN_BYTES	16
 #define RP_TOKEN_LEN	(RP_TOKEN_BYTES * 2)
@@ -150,6 +151,7 @@ rp_registry_add(const char *name, size_t namelen, const char *token,
 	l->subid = xact ? GetCurrentSubTransactionId() : InvalidSubTransactionId;
 	rp_leases_held = lappend(rp_leases_held, l);
 	MemoryContextSwitchTo(old);
+	rp_locks_publish(l, l->name, namelen, fence, expires_at, xact);
 	return l;
 }
 
@@ -157,6 +159,7 @@ static void
 rp_registry_remove(RpLease *l)
 {
 	rp_leases_held = list_delete_ptr(rp_leases_held, l);
+	rp_locks_unpublish(l);
 	pfree(l->name);
 	pfree(l);
 }
@@ -423,6 +426,7 @@ rp_registry_take_xact(SubTransactionId subid)
 		if (l->xact && (subid == InvalidSubTransactionId || l->subid == subid))
 		{
 			taken = lappend(taken, l);
+			rp_locks_unpublish(l);
 			rp_leases_held = foreach_delete_current(rp_leases_held, lc);
 		}
 	}
@@ -825,16 +829,12 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	}
 }
 
-PG_FUNCTION_INFO_V1(rp_acquire);
-Datum
-rp_acquire(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_acquire, RP_PRIM_ACQUIRE, RP_OUT_NULL_REFUSED)
 {
 	return rp_acquire_common(fcinfo, false);
 }
 
-PG_FUNCTION_INFO_V1(rp_acquire_xact);
-Datum
-rp_acquire_xact(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_acquire_xact, RP_PRIM_ACQUIRE_XACT, RP_OUT_NULL_REFUSED)
 {
 	return rp_acquire_common(fcinfo, true);
 }
@@ -900,9 +900,7 @@ rp_transient_lease(text *name, text *token)
 	return l;
 }
 
-PG_FUNCTION_INFO_V1(rp_release_lease);
-Datum
-rp_release_lease(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_release_lease, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 {
 	text	   *name;
 	text	   *token;
@@ -923,9 +921,7 @@ rp_release_lease(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(released);
 }
 
-PG_FUNCTION_INFO_V1(rp_release_name);
-Datum
-rp_release_name(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_release_name, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 {
 	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
 	RpLease    *mine = rp_registry_find(VARDATA_ANY(name_t),
@@ -942,9 +938,7 @@ rp_release_name(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(released);
 }
 
-PG_FUNCTION_INFO_V1(rp_release_all);
-Datum
-rp_release_all(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_release_all, RP_PRIM_RELEASE_ALL, RP_OUT_PLAIN)
 {
 	List	   *all = rp_leases_held;
 	int			released;
@@ -958,6 +952,7 @@ rp_release_all(PG_FUNCTION_ARGS)
 	{
 		RpLease    *l = lfirst(lc);
 
+		rp_locks_unpublish(l);
 		pfree(l->name);
 		pfree(l);
 	}
@@ -965,9 +960,7 @@ rp_release_all(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(released);
 }
 
-PG_FUNCTION_INFO_V1(rp_extend);
-Datum
-rp_extend(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_extend, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 {
 	text	   *name;
 	text	   *token;
@@ -1002,13 +995,13 @@ rp_extend(PG_FUNCTION_ARGS)
 	expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
 	if (mine)
 		mine->expires_at = expires;
+	if (mine)
+		rp_locks_publish(mine, mine->name, mine->namelen, mine->fence, expires, mine->xact);
 	PG_RETURN_DATUM(rp_make_lease(fcinfo, l->name, l->namelen, l->token,
 								  fence, expires));
 }
 
-PG_FUNCTION_INFO_V1(rp_lock_info);
-Datum
-rp_lock_info(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_lock_info, RP_PRIM_LOCK_INFO, RP_OUT_PLAIN)
 {
 	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
 	const char *name = VARDATA_ANY(name_t);
@@ -1069,6 +1062,38 @@ rp_leases(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Registry lookup for the fence guard (core's restructure replaces this).
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * The lease this session holds on name with the latest deadline, if any.
+ * The registry keeps one lease per name (a new grant drops the old one), but
+ * taking the latest deadline keeps the answer right if that ever changes.
+ */
+bool
+rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
+				TimestampTz *expires_at)
+{
+	ListCell   *lc;
+	RpLease    *best = NULL;
+
+	foreach(lc, rp_leases_held)
+	{
+		RpLease    *l = lfirst(lc);
+
+		if (l->namelen == namelen && memcmp(l->name, name, namelen) == 0 &&
+			(best == NULL || l->expires_at > best->expires_at))
+			best = l;
+	}
+	if (best == NULL)
+		return false;
+	*fence = best->fence;
+	*expires_at = best->expires_at;
+	return true;
 }
 
 /* ------------------------------------------------------------------------

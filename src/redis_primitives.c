@@ -21,6 +21,7 @@
 #include "conn.h"
 #include "lock.h"
 #include "redis_primitives.h"
+#include "stats.h"
 
 PG_MODULE_MAGIC;
 
@@ -58,6 +59,8 @@ _PG_init(void)
 	rp_lock_init();
 	rp_ratelimit_init();
 	rp_election_init();
+	rp_stats_init();
+	rp_fence_init();
 	rp_pool_init();
 
 	MarkGUCPrefixReserved("redis_primitives");

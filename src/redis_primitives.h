@@ -14,5 +14,6 @@
 extern void rp_ratelimit_init(void);
 extern void rp_election_init(void);
 extern void rp_pool_init(void);
+extern void rp_fence_init(void);
 
 #endif							/* REDIS_PRIMITIVES_H */
