@@ -34,7 +34,7 @@ ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 TAP_TESTS    = 1
 
 PG_CPPFLAGS  = -I$(srcdir)/src -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
-SHLIB_LINK   = -lhiredis
+SHLIB_LINK   = -lhiredis -lssl -lcrypto
 
 PG_CONFIG   ?= pg_config
 PGXS        := $(shell $(PG_CONFIG) --pgxs)
@@ -52,7 +52,7 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench deb bench-track bench-fence bench-apps
+.PHONY: test demo bench deb bench-track bench-fence bench-tls bench-apps bench-semaphore
 test:
 	bash scripts/test.sh
 # Build the Debian package, install it into the system PostgreSQL 15 and run
@@ -63,9 +63,8 @@ demo:
 	bash scripts/demo.sh
 bench:
 	bash bench/run.sh
-# node-redlock and rate-limiter-flexible against this extension (npm; bench/apps/).
-bench-apps:
-	bash bench/apps/run.sh
+bench-semaphore:
+	bash bench/semaphore.sh
 
 # Mutation testing (test/mutation/run.sh, docs/testing.md): every mutant
 # breaks one rule of the extension in a scratch copy and the suites it names
@@ -81,3 +80,8 @@ bench-track:
 	bash bench/track.sh
 bench-fence:
 	bash bench/fence/run.sh
+bench-tls:
+	bash bench/tls.sh
+# node-redlock and rate-limiter-flexible against this extension (npm; bench/apps/).
+bench-apps:
+	bash bench/apps/run.sh
