@@ -52,7 +52,7 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench deb bench-track bench-fence bench-tls bench-apps
+.PHONY: test demo bench deb bench-track bench-fence bench-tls bench-apps bench-semaphore
 test:
 	bash scripts/test.sh
 # Build the Debian package, install it into the system PostgreSQL 15 and run
@@ -63,6 +63,8 @@ demo:
 	bash scripts/demo.sh
 bench:
 	bash bench/run.sh
+bench-semaphore:
+	bash bench/semaphore.sh
 
 # Mutation testing (test/mutation/run.sh, docs/testing.md): every mutant
 # breaks one rule of the extension in a scratch copy and the suites it names

@@ -39,7 +39,7 @@
 #include "stats.h"
 
 #define RP_TOKEN_BYTES	16
-#define RP_TOKEN_LEN	(RP_TOKEN_BYTES * 2)
+StaticAssertDecl(RP_TOKEN_LEN == RP_TOKEN_BYTES * 2, "a token is hex");
 
 /* How long backend exit and transaction end may spend releasing. */
 #define RP_CLEANUP_TIMEOUT_MS	500
@@ -56,9 +56,16 @@ typedef struct RpLease
 	bool		verify;			/* checked at PRE_COMMIT (xact leases only) */
 	SubTransactionId subid;		/* subtransaction that took it (xact only) */
 	int			tries;			/* orphans only: answered release attempts */
+	RpLeaseKind kind;			/* a lock, or a semaphore permit (semaphore.c) */
 } RpLease;
 
 static List *rp_leases_held = NIL;	/* of RpLease *, in TopMemoryContext */
+
+static RpLease *rp_registry_add_kind(const char *name, size_t namelen,
+									 const char *token, int64 fence,
+									 TimestampTz expires_at, bool xact,
+									 bool verify, RpLeaseKind kind);
+static void rp_register_callbacks(void);
 
 /*
  * Acquires that failed after they may have been sent (a timeout, a cancel, a
@@ -138,6 +145,15 @@ static RpLease *
 rp_registry_add(const char *name, size_t namelen, const char *token,
 				int64 fence, TimestampTz expires_at, bool xact, bool verify)
 {
+	return rp_registry_add_kind(name, namelen, token, fence, expires_at, xact,
+								verify, RP_LEASE_LOCK);
+}
+
+static RpLease *
+rp_registry_add_kind(const char *name, size_t namelen, const char *token,
+					 int64 fence, TimestampTz expires_at, bool xact, bool verify,
+					 RpLeaseKind kind)
+{
 	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 	RpLease    *l = palloc0(sizeof(RpLease));
 
@@ -149,6 +165,7 @@ rp_registry_add(const char *name, size_t namelen, const char *token,
 	l->xact = xact;
 	l->verify = verify;
 	l->subid = xact ? GetCurrentSubTransactionId() : InvalidSubTransactionId;
+	l->kind = kind;
 	rp_leases_held = lappend(rp_leases_held, l);
 	MemoryContextSwitchTo(old);
 	rp_locks_publish(l, l->name, namelen, fence, expires_at, xact);
@@ -175,6 +192,23 @@ rp_registry_find(const char *name, size_t namelen, const char *token)
 
 		if (l->namelen == namelen && memcmp(l->name, name, namelen) == 0 &&
 			(token == NULL || strcmp(l->token, token) == 0))
+			return l;
+	}
+	return NULL;
+}
+
+/* The session's lease of one kind on name, if any. */
+static RpLease *
+rp_registry_find_kind(const char *name, size_t namelen, RpLeaseKind kind)
+{
+	ListCell   *lc;
+
+	foreach(lc, rp_leases_held)
+	{
+		RpLease    *l = lfirst(lc);
+
+		if (l->kind == kind && l->namelen == namelen &&
+			memcmp(l->name, name, namelen) == 0)
 			return l;
 	}
 	return NULL;
@@ -246,6 +280,7 @@ rp_try_acquire_recorded(const char *name, size_t namelen, const char *token,
 		o->namelen = namelen;
 		memcpy(o->token, token, RP_TOKEN_LEN + 1);
 		o->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
+		o->kind = RP_LEASE_LOCK;
 		rp_orphans = lappend(rp_orphans, o);
 		rp_redis_answered = false;
 		MemoryContextSwitchTo(old);
@@ -333,7 +368,8 @@ rp_batch_init(RpLeaseBatch *b, List *leases)
 	{
 		RpLease    *l = lfirst(lc);
 
-		b->keys[i] = rp_key(l->name, l->namelen, "lock");
+		b->keys[i] = rp_key(l->name, l->namelen,
+							l->kind == RP_LEASE_PERMIT ? "sem" : "lock");
 		b->argv[i] = rp_arg_str(l->token);
 		i++;
 	}
@@ -359,20 +395,57 @@ rp_batch_group(RpLeaseBatch *b, int g)
  * Returns how many Redis still held with our token.  quiet: never ereport,
  * for cleanup paths, and all of it within RP_CLEANUP_TIMEOUT_MS.
  */
+static int	rp_release_leases_of(List *leases, const RpScript *script,
+								 bool quiet, TimestampTz deadline, bool *answered);
+
+/*
+ * (Locks and permits (semaphore.c) are released by their own script, each
+ * in one round trip per hash slot, all within the one cleanup deadline.)
+ */
 static int
 rp_release_leases(List *leases, bool quiet, bool *answered)
 {
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
+	List	   *locks = NIL;
+	List	   *permits = NIL;
+	ListCell   *lc;
+	bool		a1 = true;
+	bool		a2 = true;
+	int			released;
+
+	foreach(lc, leases)
+	{
+		RpLease    *l = lfirst(lc);
+
+		if (l->kind == RP_LEASE_PERMIT)
+			permits = lappend(permits, l);
+		else
+			locks = lappend(locks, l);
+	}
+	released = rp_release_leases_of(locks, &rp_script_lock_release, quiet,
+									deadline, &a1);
+	released += rp_release_leases_of(permits, &rp_script_semaphore_release, quiet,
+									 deadline, &a2);
+	if (answered)
+		*answered = a1 && a2;
+	list_free(locks);
+	list_free(permits);
+	return released;
+}
+
+static int
+rp_release_leases_of(List *leases, const RpScript *script, bool quiet,
+					 TimestampTz deadline, bool *answered)
+{
 	RpLeaseBatch b;
 	int			released = 0;
-	TimestampTz deadline;
 
 	if (answered)
 		*answered = true;
 	if (leases == NIL)
 		return 0;
 	rp_batch_init(&b, leases);
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
 	for (int g = 0; g < b.ngroups; g++)
 	{
 		int			gn = rp_batch_group(&b, g);
@@ -383,7 +456,7 @@ rp_release_leases(List *leases, bool quiet, bool *answered)
 			char	   *err;
 			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
-			r = rp_eval_quiet(&rp_script_lock_release, gn, b.gkeys, gn, b.gargv,
+			r = rp_eval_quiet(script, gn, b.gkeys, gn, b.gargv,
 							  (int) Max(left, 1), &err);
 			if (r == NULL)
 			{
@@ -397,7 +470,7 @@ rp_release_leases(List *leases, bool quiet, bool *answered)
 			}
 		}
 		else
-			r = rp_lock_eval(&rp_script_lock_release, gn, b.gkeys, gn, b.gargv);
+			r = rp_lock_eval(script, gn, b.gkeys, gn, b.gargv);
 
 		if (r->type == RP_REPLY_ARRAY)
 			for (size_t j = 0; j < r->nelem; j++)
@@ -800,7 +873,7 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 			 * session still remembers for it has expired: forget it, or
 			 * rp_release(name) would find the dead one first.
 			 */
-			while ((stale = rp_registry_find(name, namelen, NULL)) != NULL)
+			while ((stale = rp_registry_find_kind(name, namelen, RP_LEASE_LOCK)) != NULL)
 				rp_registry_remove(stale);
 			rp_registry_add(name, namelen, token, fence, expires, xact, verify);
 			PG_RETURN_DATUM(rp_make_lease(fcinfo, name, namelen, token, fence, expires));
@@ -897,6 +970,7 @@ rp_transient_lease(text *name, text *token)
 	strlcpy(l->token, tok, sizeof(l->token));
 	if (strlen(tok) != RP_TOKEN_LEN)
 		l->token[0] = '\0';		/* cannot match any lease we issued */
+	l->kind = rp_token_kind(l->token);
 	return l;
 }
 
@@ -979,12 +1053,15 @@ RP_TRACKED_FUNCTION(rp_extend, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 	l = rp_transient_lease(name, token);
 	if (l->token[0] == '\0' || l->namelen == 0)
 		PG_RETURN_NULL();
-	keys[0] = rp_key(l->name, l->namelen, "lock");
+	keys[0] = rp_key(l->name, l->namelen,
+					 l->kind == RP_LEASE_PERMIT ? "sem" : "lock");
 	argv[0] = rp_arg_str(l->token);
 	argv[1] = rp_arg_int(ttl_ms);
 	sent = GetCurrentTimestamp();
 	mine = rp_registry_find(l->name, l->namelen, l->token);
-	if (rp_reply_int(rp_lock_eval(&rp_script_lock_extend, 1, keys, 2, argv),
+	if (rp_reply_int(rp_lock_eval(l->kind == RP_LEASE_PERMIT ?
+								  &rp_script_semaphore_extend : &rp_script_lock_extend,
+								  1, keys, 2, argv),
 					 "lock_extend") != 1)
 	{
 		/* Not ours any more: stop believing it. */
@@ -1213,4 +1290,94 @@ rp_lock_release_session_leases(void)
 	}
 	list_free(session);
 	return released;
+}
+
+/* ------------------------------------------------------------------------
+ * Leases of other kinds: semaphore permits (src/semaphore.c).
+ *
+ * A permit is a registry entry like a lock's, so rp_release, rp_extend,
+ * rp_release_all, rp_leases, transaction and exit release and the
+ * lock-bound fence guard treat it as a lease.  What differs per kind is the
+ * key (":sem", a sorted set, instead of ":lock") and the release and extend
+ * scripts.  The kind is also written into the token itself (a permit's
+ * begins with 's', which no hex lock token can), so rp_release(lease) and
+ * rp_extend work for a permit from any session.
+ * ------------------------------------------------------------------------
+ */
+
+RpLeaseKind
+rp_token_kind(const char *token)
+{
+	return token[0] == 's' ? RP_LEASE_PERMIT : RP_LEASE_LOCK;
+}
+
+void
+rp_lease_new_token(char *out, RpLeaseKind kind)
+{
+	rp_new_token(out);
+	if (kind == RP_LEASE_PERMIT)
+		out[0] = 's';
+}
+
+RpReply *
+rp_lease_eval(const RpScript *script, int nkeys, const RpArg *keys,
+			  int nargs, const RpArg *argv)
+{
+	return rp_lock_eval(script, nkeys, keys, nargs, argv);
+}
+
+bool
+rp_lease_find_live(const char *name, size_t namelen, RpLeaseKind kind,
+				   char *token, int64 *fence, TimestampTz *expires_at)
+{
+	RpLease    *l = rp_registry_find_kind(name, namelen, kind);
+
+	if (l == NULL || l->expires_at <= GetCurrentTimestamp())
+		return false;
+	memcpy(token, l->token, RP_TOKEN_LEN + 1);
+	*fence = l->fence;
+	*expires_at = l->expires_at;
+	return true;
+}
+
+void
+rp_lease_remember(const char *name, size_t namelen, const char *token,
+				  int64 fence, TimestampTz expires_at, bool xact,
+				  RpLeaseKind kind)
+{
+	RpLease    *stale;
+
+	rp_register_callbacks();
+	/* One lease of a kind per name: one that expired is forgotten. */
+	while ((stale = rp_registry_find_kind(name, namelen, kind)) != NULL)
+		rp_registry_remove(stale);
+	(void) rp_registry_add_kind(name, namelen, token, fence, expires_at, xact,
+								false, kind);
+}
+
+void
+rp_lease_orphan(const char *name, size_t namelen, const char *token,
+				TimestampTz expires_at, RpLeaseKind kind)
+{
+	MemoryContext old;
+	RpLease    *o;
+
+	rp_register_callbacks();
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	o = palloc0(sizeof(RpLease));
+	o->name = pnstrdup(name, namelen);
+	o->namelen = namelen;
+	memcpy(o->token, token, RP_TOKEN_LEN + 1);
+	o->expires_at = expires_at;
+	o->kind = kind;
+	rp_orphans = lappend(rp_orphans, o);
+	rp_redis_answered = false;
+	MemoryContextSwitchTo(old);
+}
+
+Datum
+rp_lease_datum(FunctionCallInfo fcinfo, const char *name, size_t namelen,
+			   const char *token, int64 fence, TimestampTz expires_at)
+{
+	return rp_make_lease(fcinfo, name, namelen, token, fence, expires_at);
 }
