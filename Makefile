@@ -28,12 +28,19 @@ REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 ISOLATION    = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 
+# Tests that need several servers (a standby, a second node, Sentinel, TLS):
+# t/*.pl on PostgreSQL::Test::Cluster, with our Redis helper in t/lib.  Each
+# test starts its own PostgreSQL nodes and Redis; t/README.md says more.
+TAP_TESTS    = 1
+
 PG_CPPFLAGS  = -I$(srcdir)/src -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
-SHLIB_LINK   = -lhiredis
+SHLIB_LINK   = -lhiredis -lssl -lcrypto
 
 PG_CONFIG   ?= pg_config
 PGXS        := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+PG_PROVE_FLAGS += -I $(srcdir)/t/lib
 
 $(EXTENSION)--$(EXT_VERSION).sql: $(SQL_PARTS)
 	cat $^ > $@
@@ -45,13 +52,19 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench
+.PHONY: test demo bench deb bench-track bench-fence bench-tls bench-apps bench-semaphore
 test:
 	bash scripts/test.sh
+# Build the Debian package, install it into the system PostgreSQL 15 and run
+# installcheck against it (root, Debian 12; see docs/lifecycle.md).
+deb:
+	bash scripts/deb.sh
 demo:
 	bash scripts/demo.sh
 bench:
 	bash bench/run.sh
+bench-semaphore:
+	bash bench/semaphore.sh
 
 # Mutation testing (test/mutation/run.sh, docs/testing.md): every mutant
 # breaks one rule of the extension in a scratch copy and the suites it names
@@ -61,3 +74,14 @@ mutation:
 	bash test/mutation/run.sh
 mutation-sample:
 	bash test/mutation/run.sh --sample
+
+# What rp_stats costs: track on vs off in alternating rounds (bench/track.sh).
+bench-track:
+	bash bench/track.sh
+bench-fence:
+	bash bench/fence/run.sh
+bench-tls:
+	bash bench/tls.sh
+# node-redlock and rate-limiter-flexible against this extension (npm; bench/apps/).
+bench-apps:
+	bash bench/apps/run.sh

@@ -39,6 +39,9 @@
 #include "utils/timestamp.h"
 
 #include "conn.h"
+#include "stats.h"
+#include "sentinel_auth.h"
+#include "tls.h"
 
 /* Settings.  All PGC_SUSET: a plain user must not redirect the server. */
 static char *rp_host = NULL;
@@ -301,6 +304,7 @@ rp_conn_drop(void)
 	}
 	if (rp_ctx != NULL)
 	{
+		rp_tls_close(rp_ctx);	/* the TLS session goes before its socket */
 		redisFree(rp_ctx);
 		rp_ctx = NULL;
 	}
@@ -433,7 +437,10 @@ rp_conn_reset(void)
 		if (rp_nodes[i].waitset != NULL)
 			FreeWaitEventSet(rp_nodes[i].waitset);
 		if (rp_nodes[i].ctx != NULL)
+		{
+			rp_tls_close(rp_nodes[i].ctx);
 			redisFree(rp_nodes[i].ctx);
+		}
 		rp_nodes[i].waitset = NULL;
 		rp_nodes[i].ctx = NULL;
 	}
@@ -477,7 +484,10 @@ rp_wait(int events, TimestampTz deadline)
 		CHECK_FOR_INTERRUPTS();
 		timeout_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 		if (timeout_ms <= 0)
+		{
+			rp_stats_conn_event(RP_EVENT_TIMEOUT);
 			return false;
+		}
 		if (WaitEventSetWait(rp_waitset, timeout_ms, &ev, 1, PG_WAIT_EXTENSION) == 0)
 			continue;			/* timed out: the deadline check decides */
 		if (ev.events & WL_LATCH_SET)
@@ -510,6 +520,8 @@ rp_conn_is_stale(void)
 	char		c;
 	ssize_t		n;
 
+	if (rp_tls_active(rp_ctx))
+		return rp_tls_is_stale(rp_ctx);
 	n = recv(rp_ctx->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 	if (n == 0)
 		return true;
@@ -564,6 +576,9 @@ rp_connect_wait(redisContext *c, TimestampTz deadline)
 		if (err != 0)
 			rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 					"could not connect to Redis", pstrdup(strerror(err)));
+		/* TLS hook: masters, sentinels and cluster nodes alike (not unix). */
+		if (c->connection_type == REDIS_CONN_TCP && rp_tls_enabled())
+			rp_tls_handshake(c, c->tcp.host, rp_conn_target(), rp_wait, deadline);
 	}
 	PG_CATCH();
 	{
@@ -580,6 +595,7 @@ rp_open(const char *host, int port, const char *unix_socket, TimestampTz deadlin
 	redisContext *c;
 
 	rp_conn_drop();
+	rp_stats_conn_event(RP_EVENT_CONNECT);
 	/* Name resolution inside hiredis is the one step not under the latch. */
 	if (unix_socket && unix_socket[0])
 		c = redisConnectUnixNonBlock(unix_socket);
@@ -643,16 +659,27 @@ rp_sentinel_ask(const char *shost, int sport, TimestampTz deadline,
 	{
 		const char *argv[3] = {"SENTINEL", "get-master-addr-by-name",
 		rp_sentinel_master};
+		const char *auth[3];
+		int			nauth = rp_sentinel_auth_argv(auth);
+		RpReply    *replies[2];
 		RpReply    *r;
 
 		rp_open(shost, sport, NULL, deadline);
-		if (redisAppendCommandArgv(rp_ctx, 3, argv, NULL) != REDIS_OK)
+		/* AUTH (sentinel_password) and the question, in one round trip. */
+		if ((nauth > 0 &&
+			 redisAppendCommandArgv(rp_ctx, nauth, auth, NULL) != REDIS_OK) ||
+			redisAppendCommandArgv(rp_ctx, 3, argv, NULL) != REDIS_OK)
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("out of memory while building a Redis command")));
-		rp_exchange(1, deadline, &r, false);
+		rp_exchange(nauth > 0 ? 2 : 1, deadline, replies, false);
 		rp_conn_drop();
-		if (r->type == RP_REPLY_ARRAY && r->nelem == 2 &&
+		r = replies[nauth > 0 ? 1 : 0];
+		if (nauth > 0 && replies[0]->type == RP_REPLY_STRING &&
+			replies[0]->integer == -1)
+			appendStringInfo(why, "%s%s refused AUTH (redis_primitives.sentinel_password): %s",
+							 why->len ? "; " : "", who, replies[0]->str);
+		else if (r->type == RP_REPLY_ARRAY && r->nelem == 2 &&
 			r->elem[0]->type == RP_REPLY_STRING &&
 			r->elem[1]->type == RP_REPLY_STRING && atoi(r->elem[1]->str) > 0)
 		{
@@ -995,10 +1022,13 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out, bool raise_errors)
 
 		while (!done)
 		{
-			if (redisBufferWrite(rp_ctx, &done) == REDIS_ERR)
+			int			want = WL_SOCKET_WRITEABLE;
+
+			if ((rp_tls_active(rp_ctx) ? rp_tls_write(rp_ctx, &done, &want)
+				 : redisBufferWrite(rp_ctx, &done)) == REDIS_ERR)
 				rp_fail(ERRCODE_CONNECTION_FAILURE,
 						"lost the connection to Redis", pstrdup(rp_ctx->errstr));
-			if (!done && !rp_wait(WL_SOCKET_WRITEABLE, deadline))
+			if (!done && !rp_wait(want, deadline))
 				rp_fail(ERRCODE_CONNECTION_FAILURE,
 						"Redis command timed out",
 						"the command could not be sent in time; the connection was dropped");
@@ -1007,6 +1037,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out, bool raise_errors)
 		for (int i = 0; i < ncmds; i++)
 		{
 			void	   *r = NULL;
+			int			want = WL_SOCKET_READABLE;
 
 			for (;;)
 			{
@@ -1015,14 +1046,31 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out, bool raise_errors)
 							"lost the connection to Redis", pstrdup(rp_ctx->errstr));
 				if (r != NULL)
 					break;
-				if (!rp_wait(WL_SOCKET_READABLE, deadline))
+				/* TLS: OpenSSL may hold bytes already; read before waiting. */
+				if (rp_tls_active(rp_ctx))
+				{
+					int			rc = rp_tls_read(rp_ctx, &want);
+
+					if (rc < 0)
+						rp_fail(ERRCODE_CONNECTION_FAILURE,
+								"lost the connection to Redis", pstrdup(rp_ctx->errstr));
+					if (rc > 0)
+						continue;
+				}
+				if (!rp_wait(want, deadline))
 					rp_fail(ERRCODE_CONNECTION_FAILURE,
 							"Redis command timed out",
 							psprintf("no reply within %d ms; the connection was dropped",
 									 rp_command_timeout_ms));
-				if (redisBufferRead(rp_ctx) == REDIS_ERR)
+				if (!rp_tls_active(rp_ctx) && redisBufferRead(rp_ctx) == REDIS_ERR)
+				{
+					const char *hint = rp_tls_plain_hint(rp_ctx);
+
 					rp_fail(ERRCODE_CONNECTION_FAILURE,
-							"lost the connection to Redis", pstrdup(rp_ctx->errstr));
+							"lost the connection to Redis",
+							hint ? psprintf("%s; %s", rp_ctx->errstr, hint)
+							: pstrdup(rp_ctx->errstr));
+				}
 			}
 			held = r;
 			if (held->type == REDIS_REPLY_ERROR)
@@ -1080,6 +1128,10 @@ rp_check_config(void)
 		rp_conn_reset();
 		rp_in_exchange = false;
 	}
+	if (rp_tls_take_changed())
+		rp_config_changed = true;
+	if (rp_sentinel_auth_take_changed())
+		rp_config_changed = true;
 	if (rp_config_changed)
 	{
 		rp_conn_reset();
@@ -1130,6 +1182,8 @@ rp_append_script(const char *verb, const char *body, int nkeys,
 	char		nk[16];
 	int			n = 0;
 
+	if (strcmp(verb, "EVAL") == 0)
+		rp_stats_conn_event(RP_EVENT_NOSCRIPT);	/* only sent after NOSCRIPT */
 	snprintf(nk, sizeof(nk), "%d", nkeys);
 	av[n] = verb;
 	al[n++] = strlen(verb);
@@ -1469,6 +1523,7 @@ rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
 		FlushErrorState();
+		rp_stats_quiet_error(edata->sqlerrcode);
 		*errmsg_out = edata->detail ?
 			psprintf("%s: %s", edata->message, edata->detail) :
 			pstrdup(edata->message);

@@ -30,10 +30,12 @@
  */
 #include "postgres.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -53,9 +55,21 @@
 #include "conn.h"
 #include "elector.h"
 #include "rp_scripts.h"
+#include "stats.h"
 
 /* How long a resignation may take at shutdown or on a reload. */
 #define RP_RESIGN_TIMEOUT_MS	500
+
+/* Longest server-wide key_prefix published for elections' keys. */
+#define RP_PREFIX_MAX			256
+/* Elections whose highest epoch seen is remembered (some may have left). */
+#define RP_MAX_SEEN				(RP_MAX_ELECTIONS * 4)
+
+typedef struct RpEpochSeen
+{
+	char		name[RP_ELECTION_NAME_MAX];
+	int64		epoch;
+} RpEpochSeen;
 
 typedef struct RpElectorShared
 {
@@ -63,6 +77,10 @@ typedef struct RpElectorShared
 	pid_t		pid;			/* the elector's, 0 when not running */
 	int			nslots;
 	RpElectionState slots[RP_MAX_ELECTIONS];
+	bool		prefix_ok;		/* prefix below is set (and was not too long) */
+	char		prefix[RP_PREFIX_MAX];	/* server-wide key_prefix */
+	int			nseen;
+	RpEpochSeen seen[RP_MAX_SEEN];
 } RpElectorShared;
 
 static RpElectorShared *rp_shared = NULL;
@@ -142,6 +160,21 @@ rp_elector_parse_list(const char *value, List **names, char **why)
 	return true;
 }
 
+/* A decimal int64 reply; false when it is not one (the worker must not throw). */
+static bool
+rp_scan_int8(const char *str, int64 *out)
+{
+	char	   *end;
+	long long	v;
+
+	errno = 0;
+	v = strtoll(str, &end, 10);
+	if (errno != 0 || end == str || *end != '\0')
+		return false;
+	*out = (int64) v;
+	return true;
+}
+
 /* ------------------------------------------------------------------------
  * Shared memory.
  * ------------------------------------------------------------------------
@@ -154,6 +187,16 @@ rp_elector_shmem_request(void)
 		rp_prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(sizeof(RpElectorShared)));
 	RequestNamedLWLockTranche("redis_primitives", 1);
+}
+
+/* Publish this process's key_prefix as the server-wide one. */
+static void
+rp_publish_prefix_locked(void)
+{
+	const char *p = rp_key_prefix ? rp_key_prefix : "";
+
+	rp_shared->prefix_ok = strlen(p) < RP_PREFIX_MAX;
+	strlcpy(rp_shared->prefix, rp_shared->prefix_ok ? p : "", RP_PREFIX_MAX);
 }
 
 static void
@@ -171,6 +214,8 @@ rp_elector_shmem_startup(void)
 	{
 		memset(rp_shared, 0, sizeof(RpElectorShared));
 		rp_shared->lock = &(GetNamedLWLockTranche("redis_primitives"))->lock;
+		/* The postmaster has read the configuration file, nothing else. */
+		rp_publish_prefix_locked();
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -191,7 +236,12 @@ rp_elector_init(void)
 	/* Registered even with no elections: a reload can add some. */
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	/*
+	 * Started on a hot standby too: there it publishes its elections as
+	 * "standby" (rp_is_leader(name) is false, not an unknown election) and
+	 * campaigns from the moment the server is promoted.
+	 */
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 1;
 	strlcpy(worker.bgw_library_name, "redis_primitives", BGW_MAXLEN);
 	strlcpy(worker.bgw_function_name, "rp_elector_main", BGW_MAXLEN);
@@ -229,6 +279,88 @@ rp_elector_lookup(const char *name, size_t namelen, RpElectionState *out)
 	}
 	LWLockRelease(rp_shared->lock);
 	return found;
+}
+
+RpArg
+rp_election_key(const char *name, size_t namelen, const char *suffix)
+{
+	char		prefix[RP_PREFIX_MAX];
+	bool		ok = false;
+	StringInfoData k;
+	RpArg		a;
+
+	if (rp_shared != NULL)
+	{
+		LWLockAcquire(rp_shared->lock, LW_SHARED);
+		ok = rp_shared->prefix_ok;
+		strlcpy(prefix, rp_shared->prefix, RP_PREFIX_MAX);
+		LWLockRelease(rp_shared->lock);
+	}
+	if (!ok)
+		return rp_key(name, namelen, suffix);
+	initStringInfo(&k);
+	appendStringInfo(&k, "%s{", prefix);
+	appendBinaryStringInfo(&k, name, namelen);
+	appendStringInfo(&k, "}:%s", suffix);
+	a.data = k.data;
+	a.len = k.len;
+	return a;
+}
+
+static RpEpochSeen *
+rp_seen_find_locked(const char *name, size_t namelen)
+{
+	for (int i = 0; i < rp_shared->nseen; i++)
+		if (strlen(rp_shared->seen[i].name) == namelen &&
+			memcmp(rp_shared->seen[i].name, name, namelen) == 0)
+			return &rp_shared->seen[i];
+	return NULL;
+}
+
+int64
+rp_elector_seen_epoch(const char *name, size_t namelen)
+{
+	RpEpochSeen *e;
+	int64		epoch = 0;
+
+	if (rp_shared == NULL)
+		return 0;
+	LWLockAcquire(rp_shared->lock, LW_SHARED);
+	e = rp_seen_find_locked(name, namelen);
+	if (e)
+		epoch = e->epoch;
+	LWLockRelease(rp_shared->lock);
+	return epoch;
+}
+
+void
+rp_elector_note_epoch(const char *name, size_t namelen, int64 epoch)
+{
+	RpEpochSeen *e;
+
+	if (rp_shared == NULL || epoch <= 0 || namelen >= RP_ELECTION_NAME_MAX)
+		return;
+	LWLockAcquire(rp_shared->lock, LW_EXCLUSIVE);
+	e = rp_seen_find_locked(name, namelen);
+	if (e == NULL)
+	{
+		/* Full: forget the entry with the lowest epoch (the least to lose). */
+		if (rp_shared->nseen < RP_MAX_SEEN)
+			e = &rp_shared->seen[rp_shared->nseen++];
+		else
+		{
+			e = &rp_shared->seen[0];
+			for (int i = 1; i < RP_MAX_SEEN; i++)
+				if (rp_shared->seen[i].epoch < e->epoch)
+					e = &rp_shared->seen[i];
+		}
+		memcpy(e->name, name, namelen);
+		e->name[namelen] = '\0';
+		e->epoch = 0;
+	}
+	if (epoch > e->epoch)
+		e->epoch = epoch;
+	LWLockRelease(rp_shared->lock);
 }
 
 int
@@ -305,6 +437,7 @@ rp_step_down(RpElectionState *s, const char *reason)
 	s->leading = false;
 	s->epoch = 0;
 	s->leader_since = 0;
+	rp_notify_leadership(s->name, s->node_id, epoch, false);
 	ereport(LOG,
 			(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
 			 errmsg("redis_primitives elector: stepped down from \"%s\" (epoch " INT64_FORMAT ")",
@@ -354,14 +487,15 @@ rp_owner(RpElectionState *s)
 static void
 rp_resign(RpElectionState *s, const char *reason)
 {
-	RpArg		keys[1];
+	RpArg		keys[2];
 	RpArg		argv[3];
 	char	   *err;
 	RpReply    *r;
 
 	if (!s->leading)
 		return;
-	keys[0] = rp_key(s->name, strlen(s->name), "leader");
+	keys[0] = rp_election_key(s->name, strlen(s->name), "leader");
+	keys[1] = rp_election_key(s->name, strlen(s->name), "lock");
 	argv[0] = rp_arg_str(s->node_id);
 	argv[1] = rp_arg_int(s->epoch);
 	argv[2] = rp_arg_str(rp_owner(s));
@@ -369,7 +503,7 @@ rp_resign(RpElectionState *s, const char *reason)
 	s->valid_until_us = 0;
 	s->valid_until = 0;
 	rp_publish();
-	r = rp_elector_eval(&rp_script_election_resign, 1, keys, 3, argv,
+	r = rp_elector_eval(&rp_script_election_resign, 2, keys, 3, argv,
 						RP_RESIGN_TIMEOUT_MS, &err);
 	if (r == NULL)
 		ereport(WARNING,
@@ -455,8 +589,8 @@ rp_load_list(void)
 static void
 rp_campaign_once(RpElectionState *s)
 {
-	RpArg		keys[2];
-	RpArg		argv[3];
+	RpArg		keys[3];
+	RpArg		argv[4];
 	int64		lease = rp_election_lease_ms;
 	int64		believe = lease - rp_election_margin_ms;
 	int64		sent_us;
@@ -465,11 +599,14 @@ rp_campaign_once(RpElectionState *s)
 	char	   *err;
 	int64		epoch;
 
-	keys[0] = rp_key(s->name, strlen(s->name), "leader");
-	keys[1] = rp_key(s->name, strlen(s->name), "fence");
+	keys[0] = rp_election_key(s->name, strlen(s->name), "leader");
+	keys[1] = rp_election_key(s->name, strlen(s->name), "fence");
+	keys[2] = rp_election_key(s->name, strlen(s->name), "lock");
 	argv[0] = rp_arg_str(s->node_id);
 	argv[1] = rp_arg_int(lease);
 	argv[2] = rp_arg_str(rp_owner(s));
+	/* Never an epoch at or below one this server has seen (Redis may not). */
+	argv[3] = rp_arg_int(rp_elector_seen_epoch(s->name, strlen(s->name)));
 
 	/*
 	 * Read the clocks before anything is sent.  A reply that arrives after
@@ -477,8 +614,11 @@ rp_campaign_once(RpElectionState *s)
 	 */
 	sent_us = rp_elector_clock_us();
 	sent = GetCurrentTimestamp();
-	r = rp_elector_eval(&rp_script_election_campaign, 2, keys, 3, argv,
+	r = rp_elector_eval(&rp_script_election_campaign, 3, keys, 4, argv,
 						(int) Max(Min(believe, (int64) INT_MAX), 1), &err);
+	rp_stats_record(RP_PRIM_ELECTOR_RENEW, rp_elector_clock_us() - sent_us,
+					r == NULL ? RP_OUTCOME_ERROR : r->type != RP_REPLY_STRING ?
+					RP_OUTCOME_REFUSED : RP_OUTCOME_OK, rp_stats_quiet_sqlstate());
 	if (r == NULL)
 	{
 		rp_set_error(s, err);
@@ -488,13 +628,28 @@ rp_campaign_once(RpElectionState *s)
 	}
 	if (r->type != RP_REPLY_STRING)
 	{
-		/* Another node leads. */
+		/* Another node (or a lock holder) has the name; note its epoch. */
+		if (r->type == RP_REPLY_ARRAY && r->nelem == 2 &&
+			r->elem[1]->type == RP_REPLY_STRING)
+		{
+			int64		seen;
+
+			if (rp_scan_int8(r->elem[1]->str, &seen))
+				rp_elector_note_epoch(s->name, strlen(s->name), seen);
+		}
 		rp_set_error(s, NULL);
 		if (s->leading)
 			rp_step_down(s, "another node holds the leadership");
 		return;
 	}
-	epoch = pg_strtoint64(r->str);
+	if (!rp_scan_int8(r->str, &epoch))
+	{
+		rp_set_error(s, "unexpected reply from election_campaign");
+		if (s->leading)
+			rp_step_down(s, "the renewal returned no epoch");
+		return;
+	}
+	rp_elector_note_epoch(s->name, strlen(s->name), epoch);
 	rp_set_error(s, NULL);
 	if (s->leading && s->epoch != epoch)
 		rp_step_down(s, "the leadership lapsed and was won again under a new epoch");
@@ -515,11 +670,48 @@ rp_campaign_once(RpElectionState *s)
 		s->leading = true;
 		s->epoch = epoch;
 		s->leader_since = GetCurrentTimestamp();
+		rp_notify_leadership(s->name, s->node_id, epoch, true);
 		ereport(LOG,
 				(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
 				 errmsg("redis_primitives elector: elected leader of \"%s\" as \"%s\" with epoch " INT64_FORMAT,
 						s->name, s->node_id, epoch)));
 	}
+}
+
+/*
+ * A server in recovery never campaigns: it is a copy of a primary that may
+ * lead under the same settings, and its tables cannot take a leader's writes
+ * anyway.  Mark every election "standby", with the reason, and publish when
+ * that changed; returns true while in recovery.  A promotion clears the mark
+ * and the caller campaigns at once.
+ */
+static bool
+rp_standby_check(void)
+{
+	bool		in_recovery = RecoveryInProgress();
+	bool		changed = false;
+
+	for (int i = 0; i < rp_nmine; i++)
+	{
+		RpElectionState *s = &rp_mine[i];
+
+		if (s->standby == in_recovery)
+			continue;
+		s->standby = in_recovery;
+		rp_set_error(s, in_recovery ?
+					 "this server is a hot standby: the elector campaigns once it is promoted" : NULL);
+		changed = true;
+	}
+	if (changed)
+	{
+		rp_publish();
+		if (!in_recovery)
+			ereport(LOG,
+					(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
+					 errmsg("redis_primitives elector: the server left recovery, campaigning for %d election(s)",
+							rp_nmine)));
+	}
+	return in_recovery;
 }
 
 static void
@@ -559,8 +751,10 @@ rp_elector_main(Datum main_arg)
 	LWLockAcquire(rp_shared->lock, LW_EXCLUSIVE);
 	rp_shared->pid = MyProcPid;
 	rp_shared->nslots = 0;
+	rp_publish_prefix_locked();
 	LWLockRelease(rp_shared->lock);
 	before_shmem_exit(rp_elector_exit, (Datum) 0);
+	rp_stats_set_default(RP_PRIM_ELECTOR_RENEW);
 
 	rp_load_list();
 	next_us = rp_elector_clock_us();
@@ -574,8 +768,27 @@ rp_elector_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			LWLockAcquire(rp_shared->lock, LW_EXCLUSIVE);
+			rp_publish_prefix_locked();
+			LWLockRelease(rp_shared->lock);
 			rp_load_list();
 			next_us = rp_elector_clock_us();
+		}
+
+		/*
+		 * A hot standby looks for its promotion every renew interval, and at
+		 * least every second.
+		 */
+		if (rp_standby_check())
+		{
+			int			rc;
+
+			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						   Min(rp_election_renew_ms, 1000), PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			next_us = rp_elector_clock_us();
+			continue;
 		}
 
 		now_us = rp_elector_clock_us();

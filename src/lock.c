@@ -36,9 +36,10 @@
 #include "conn.h"
 #include "lock.h"
 #include "rp_scripts.h"
+#include "stats.h"
 
 #define RP_TOKEN_BYTES	16
-#define RP_TOKEN_LEN	(RP_TOKEN_BYTES * 2)
+StaticAssertDecl(RP_TOKEN_LEN == RP_TOKEN_BYTES * 2, "a token is hex");
 
 /* How long backend exit and transaction end may spend releasing. */
 #define RP_CLEANUP_TIMEOUT_MS	500
@@ -55,9 +56,16 @@ typedef struct RpLease
 	bool		verify;			/* checked at PRE_COMMIT (xact leases only) */
 	SubTransactionId subid;		/* subtransaction that took it (xact only) */
 	int			tries;			/* orphans only: answered release attempts */
+	RpLeaseKind kind;			/* a lock, or a semaphore permit (semaphore.c) */
 } RpLease;
 
 static List *rp_leases_held = NIL;	/* of RpLease *, in TopMemoryContext */
+
+static RpLease *rp_registry_add_kind(const char *name, size_t namelen,
+									 const char *token, int64 fence,
+									 TimestampTz expires_at, bool xact,
+									 bool verify, RpLeaseKind kind);
+static void rp_register_callbacks(void);
 
 /*
  * Acquires that failed after they may have been sent (a timeout, a cancel, a
@@ -137,6 +145,15 @@ static RpLease *
 rp_registry_add(const char *name, size_t namelen, const char *token,
 				int64 fence, TimestampTz expires_at, bool xact, bool verify)
 {
+	return rp_registry_add_kind(name, namelen, token, fence, expires_at, xact,
+								verify, RP_LEASE_LOCK);
+}
+
+static RpLease *
+rp_registry_add_kind(const char *name, size_t namelen, const char *token,
+					 int64 fence, TimestampTz expires_at, bool xact, bool verify,
+					 RpLeaseKind kind)
+{
 	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 	RpLease    *l = palloc0(sizeof(RpLease));
 
@@ -148,8 +165,10 @@ rp_registry_add(const char *name, size_t namelen, const char *token,
 	l->xact = xact;
 	l->verify = verify;
 	l->subid = xact ? GetCurrentSubTransactionId() : InvalidSubTransactionId;
+	l->kind = kind;
 	rp_leases_held = lappend(rp_leases_held, l);
 	MemoryContextSwitchTo(old);
+	rp_locks_publish(l, l->name, namelen, fence, expires_at, xact);
 	return l;
 }
 
@@ -157,6 +176,7 @@ static void
 rp_registry_remove(RpLease *l)
 {
 	rp_leases_held = list_delete_ptr(rp_leases_held, l);
+	rp_locks_unpublish(l);
 	pfree(l->name);
 	pfree(l);
 }
@@ -172,6 +192,23 @@ rp_registry_find(const char *name, size_t namelen, const char *token)
 
 		if (l->namelen == namelen && memcmp(l->name, name, namelen) == 0 &&
 			(token == NULL || strcmp(l->token, token) == 0))
+			return l;
+	}
+	return NULL;
+}
+
+/* The session's lease of one kind on name, if any. */
+static RpLease *
+rp_registry_find_kind(const char *name, size_t namelen, RpLeaseKind kind)
+{
+	ListCell   *lc;
+
+	foreach(lc, rp_leases_held)
+	{
+		RpLease    *l = lfirst(lc);
+
+		if (l->kind == kind && l->namelen == namelen &&
+			memcmp(l->name, name, namelen) == 0)
 			return l;
 	}
 	return NULL;
@@ -243,6 +280,7 @@ rp_try_acquire_recorded(const char *name, size_t namelen, const char *token,
 		o->namelen = namelen;
 		memcpy(o->token, token, RP_TOKEN_LEN + 1);
 		o->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
+		o->kind = RP_LEASE_LOCK;
 		rp_orphans = lappend(rp_orphans, o);
 		rp_redis_answered = false;
 		MemoryContextSwitchTo(old);
@@ -330,7 +368,8 @@ rp_batch_init(RpLeaseBatch *b, List *leases)
 	{
 		RpLease    *l = lfirst(lc);
 
-		b->keys[i] = rp_key(l->name, l->namelen, "lock");
+		b->keys[i] = rp_key(l->name, l->namelen,
+							l->kind == RP_LEASE_PERMIT ? "sem" : "lock");
 		b->argv[i] = rp_arg_str(l->token);
 		i++;
 	}
@@ -356,20 +395,57 @@ rp_batch_group(RpLeaseBatch *b, int g)
  * Returns how many Redis still held with our token.  quiet: never ereport,
  * for cleanup paths, and all of it within RP_CLEANUP_TIMEOUT_MS.
  */
+static int	rp_release_leases_of(List *leases, const RpScript *script,
+								 bool quiet, TimestampTz deadline, bool *answered);
+
+/*
+ * (Locks and permits (semaphore.c) are released by their own script, each
+ * in one round trip per hash slot, all within the one cleanup deadline.)
+ */
 static int
 rp_release_leases(List *leases, bool quiet, bool *answered)
 {
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
+	List	   *locks = NIL;
+	List	   *permits = NIL;
+	ListCell   *lc;
+	bool		a1 = true;
+	bool		a2 = true;
+	int			released;
+
+	foreach(lc, leases)
+	{
+		RpLease    *l = lfirst(lc);
+
+		if (l->kind == RP_LEASE_PERMIT)
+			permits = lappend(permits, l);
+		else
+			locks = lappend(locks, l);
+	}
+	released = rp_release_leases_of(locks, &rp_script_lock_release, quiet,
+									deadline, &a1);
+	released += rp_release_leases_of(permits, &rp_script_semaphore_release, quiet,
+									 deadline, &a2);
+	if (answered)
+		*answered = a1 && a2;
+	list_free(locks);
+	list_free(permits);
+	return released;
+}
+
+static int
+rp_release_leases_of(List *leases, const RpScript *script, bool quiet,
+					 TimestampTz deadline, bool *answered)
+{
 	RpLeaseBatch b;
 	int			released = 0;
-	TimestampTz deadline;
 
 	if (answered)
 		*answered = true;
 	if (leases == NIL)
 		return 0;
 	rp_batch_init(&b, leases);
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
 	for (int g = 0; g < b.ngroups; g++)
 	{
 		int			gn = rp_batch_group(&b, g);
@@ -380,7 +456,7 @@ rp_release_leases(List *leases, bool quiet, bool *answered)
 			char	   *err;
 			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
-			r = rp_eval_quiet(&rp_script_lock_release, gn, b.gkeys, gn, b.gargv,
+			r = rp_eval_quiet(script, gn, b.gkeys, gn, b.gargv,
 							  (int) Max(left, 1), &err);
 			if (r == NULL)
 			{
@@ -394,7 +470,7 @@ rp_release_leases(List *leases, bool quiet, bool *answered)
 			}
 		}
 		else
-			r = rp_lock_eval(&rp_script_lock_release, gn, b.gkeys, gn, b.gargv);
+			r = rp_lock_eval(script, gn, b.gkeys, gn, b.gargv);
 
 		if (r->type == RP_REPLY_ARRAY)
 			for (size_t j = 0; j < r->nelem; j++)
@@ -423,6 +499,7 @@ rp_registry_take_xact(SubTransactionId subid)
 		if (l->xact && (subid == InvalidSubTransactionId || l->subid == subid))
 		{
 			taken = lappend(taken, l);
+			rp_locks_unpublish(l);
 			rp_leases_held = foreach_delete_current(rp_leases_held, lc);
 		}
 	}
@@ -759,6 +836,8 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 					 errmsg("verify_at_commit must not be NULL")));
 		verify = PG_GETARG_BOOL(4);
 	}
+	if (!xact)
+		rp_pool_check_session_acquire(name, namelen);	/* pool.c */
 	if (LockTimeout > 0 && wait_ms > LockTimeout)
 		lock_deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
 
@@ -794,7 +873,7 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 			 * session still remembers for it has expired: forget it, or
 			 * rp_release(name) would find the dead one first.
 			 */
-			while ((stale = rp_registry_find(name, namelen, NULL)) != NULL)
+			while ((stale = rp_registry_find_kind(name, namelen, RP_LEASE_LOCK)) != NULL)
 				rp_registry_remove(stale);
 			rp_registry_add(name, namelen, token, fence, expires, xact, verify);
 			PG_RETURN_DATUM(rp_make_lease(fcinfo, name, namelen, token, fence, expires));
@@ -823,16 +902,12 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	}
 }
 
-PG_FUNCTION_INFO_V1(rp_acquire);
-Datum
-rp_acquire(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_acquire, RP_PRIM_ACQUIRE, RP_OUT_NULL_REFUSED)
 {
 	return rp_acquire_common(fcinfo, false);
 }
 
-PG_FUNCTION_INFO_V1(rp_acquire_xact);
-Datum
-rp_acquire_xact(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_acquire_xact, RP_PRIM_ACQUIRE_XACT, RP_OUT_NULL_REFUSED)
 {
 	return rp_acquire_common(fcinfo, true);
 }
@@ -895,12 +970,11 @@ rp_transient_lease(text *name, text *token)
 	strlcpy(l->token, tok, sizeof(l->token));
 	if (strlen(tok) != RP_TOKEN_LEN)
 		l->token[0] = '\0';		/* cannot match any lease we issued */
+	l->kind = rp_token_kind(l->token);
 	return l;
 }
 
-PG_FUNCTION_INFO_V1(rp_release_lease);
-Datum
-rp_release_lease(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_release_lease, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 {
 	text	   *name;
 	text	   *token;
@@ -921,9 +995,7 @@ rp_release_lease(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(released);
 }
 
-PG_FUNCTION_INFO_V1(rp_release_name);
-Datum
-rp_release_name(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_release_name, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 {
 	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
 	RpLease    *mine = rp_registry_find(VARDATA_ANY(name_t),
@@ -931,15 +1003,16 @@ rp_release_name(PG_FUNCTION_ARGS)
 	bool		released;
 
 	if (mine == NULL)
+	{
+		rp_pool_warn_release_not_held(VARDATA_ANY(name_t), VARSIZE_ANY_EXHDR(name_t));	/* pool.c */
 		PG_RETURN_BOOL(false);
+	}
 	released = rp_release_leases(list_make1(mine), false, NULL) == 1;
 	rp_registry_remove(mine);
 	PG_RETURN_BOOL(released);
 }
 
-PG_FUNCTION_INFO_V1(rp_release_all);
-Datum
-rp_release_all(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_release_all, RP_PRIM_RELEASE_ALL, RP_OUT_PLAIN)
 {
 	List	   *all = rp_leases_held;
 	int			released;
@@ -953,6 +1026,7 @@ rp_release_all(PG_FUNCTION_ARGS)
 	{
 		RpLease    *l = lfirst(lc);
 
+		rp_locks_unpublish(l);
 		pfree(l->name);
 		pfree(l);
 	}
@@ -960,9 +1034,7 @@ rp_release_all(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(released);
 }
 
-PG_FUNCTION_INFO_V1(rp_extend);
-Datum
-rp_extend(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_extend, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 {
 	text	   *name;
 	text	   *token;
@@ -981,12 +1053,15 @@ rp_extend(PG_FUNCTION_ARGS)
 	l = rp_transient_lease(name, token);
 	if (l->token[0] == '\0' || l->namelen == 0)
 		PG_RETURN_NULL();
-	keys[0] = rp_key(l->name, l->namelen, "lock");
+	keys[0] = rp_key(l->name, l->namelen,
+					 l->kind == RP_LEASE_PERMIT ? "sem" : "lock");
 	argv[0] = rp_arg_str(l->token);
 	argv[1] = rp_arg_int(ttl_ms);
 	sent = GetCurrentTimestamp();
 	mine = rp_registry_find(l->name, l->namelen, l->token);
-	if (rp_reply_int(rp_lock_eval(&rp_script_lock_extend, 1, keys, 2, argv),
+	if (rp_reply_int(rp_lock_eval(l->kind == RP_LEASE_PERMIT ?
+								  &rp_script_semaphore_extend : &rp_script_lock_extend,
+								  1, keys, 2, argv),
 					 "lock_extend") != 1)
 	{
 		/* Not ours any more: stop believing it. */
@@ -997,13 +1072,13 @@ rp_extend(PG_FUNCTION_ARGS)
 	expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
 	if (mine)
 		mine->expires_at = expires;
+	if (mine)
+		rp_locks_publish(mine, mine->name, mine->namelen, mine->fence, expires, mine->xact);
 	PG_RETURN_DATUM(rp_make_lease(fcinfo, l->name, l->namelen, l->token,
 								  fence, expires));
 }
 
-PG_FUNCTION_INFO_V1(rp_lock_info);
-Datum
-rp_lock_info(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_lock_info, RP_PRIM_LOCK_INFO, RP_OUT_PLAIN)
 {
 	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
 	const char *name = VARDATA_ANY(name_t);
@@ -1064,4 +1139,245 @@ rp_leases(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Registry lookup for the fence guard (core's restructure replaces this).
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * The lease this session holds on name with the latest deadline, if any.
+ * The registry keeps one lease per name (a new grant drops the old one), but
+ * taking the latest deadline keeps the answer right if that ever changes.
+ */
+bool
+rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
+				TimestampTz *expires_at)
+{
+	ListCell   *lc;
+	RpLease    *best = NULL;
+
+	foreach(lc, rp_leases_held)
+	{
+		RpLease    *l = lfirst(lc);
+
+		if (l->namelen == namelen && memcmp(l->name, name, namelen) == 0 &&
+			(best == NULL || l->expires_at > best->expires_at))
+			best = l;
+	}
+	if (best == NULL)
+		return false;
+	*fence = best->fence;
+	*expires_at = best->expires_at;
+	return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Pool-safe forms (the "apps" area; see docs/applications.md).
+ *
+ * rp_release(name, token) and rp_extend(name, token, ttl_ms) act by token
+ * alone, from any connection: a pooled client's release lands on whichever
+ * backend the pool hands it, which need not be the one that acquired.  When
+ * this session's registry does hold that token, it is kept consistent:
+ * forgotten on release, its deadline moved on extend.  Also here: what the
+ * pool module (pool.c) needs from the registry.
+ * ------------------------------------------------------------------------
+ */
+
+/* Name and token arguments: 22004 for NULL, 22023 for empty. */
+static RpLease *
+rp_token_args(FunctionCallInfo fcinfo)
+{
+	text	   *name = rp_arg_text(fcinfo, 0, "lock name");
+	text	   *token = rp_arg_text(fcinfo, 1, "lease token");
+
+	return rp_transient_lease(name, token);
+}
+
+RP_TRACKED_FUNCTION(rp_release_token, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
+{
+	RpLease    *l = rp_token_args(fcinfo);
+	RpLease    *mine;
+	bool		released;
+
+	rp_register_callbacks();
+	/* Not one of our tokens' shape: no lease can hold it. */
+	if (l->token[0] == '\0')
+		PG_RETURN_BOOL(false);
+	released = rp_release_leases(list_make1(l), false, NULL) == 1;
+	mine = rp_registry_find(l->name, l->namelen, l->token);
+	if (mine)
+		rp_registry_remove(mine);
+	PG_RETURN_BOOL(released);
+}
+
+RP_TRACKED_FUNCTION(rp_extend_token, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
+{
+	RpLease    *l = rp_token_args(fcinfo);
+	int64		ttl_ms = rp_arg_int8(fcinfo, 2, "ttl_ms", 1, RP_MAX_TTL_MS);
+	RpLease    *mine;
+	RpArg		keys[2];
+	RpArg		argv[2];
+	RpReply    *r;
+	TimestampTz sent;
+	TimestampTz expires;
+	int64		fence;
+
+	rp_register_callbacks();
+	if (l->token[0] == '\0')
+		PG_RETURN_NULL();
+	keys[0] = rp_key(l->name, l->namelen, "lock");
+	keys[1] = rp_key(l->name, l->namelen, "fence");
+	argv[0] = rp_arg_str(l->token);
+	argv[1] = rp_arg_int(ttl_ms);
+	mine = rp_registry_find(l->name, l->namelen, l->token);
+	sent = GetCurrentTimestamp();
+	r = rp_lock_eval(&rp_script_lock_extend_token, 2, keys, 2, argv);
+	if (rp_reply_is_nil(r))
+	{
+		/* Not ours any more: stop believing it. */
+		if (mine)
+			rp_registry_remove(mine);
+		PG_RETURN_NULL();
+	}
+	if (r->type != RP_REPLY_STRING)
+		elog(ERROR, "unexpected Redis reply for lock_extend_token: expected a decimal string");
+	/* The session's own record is exact; otherwise the counter (see script). */
+	fence = mine ? mine->fence : pg_strtoint64(r->str);
+	/* Counted from when it was asked for: conservative, like rp_acquire. */
+	expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
+	if (mine)
+		mine->expires_at = expires;
+	if (mine)
+		rp_locks_publish(mine, mine->name, mine->namelen, mine->fence, expires, mine->xact);
+	PG_RETURN_DATUM(rp_make_lease(fcinfo, l->name, l->namelen, l->token,
+								  fence, expires));
+}
+
+/*
+ * Release every session-scoped lease this backend holds, for DISCARD ALL
+ * (pool.c).  Never throws: a lease that cannot be released expires by its
+ * TTL.  Returns how many Redis still held.
+ */
+int
+rp_lock_release_session_leases(void)
+{
+	List	   *session = NIL;
+	ListCell   *lc;
+	int			released;
+
+	foreach(lc, rp_leases_held)
+	{
+		RpLease    *l = lfirst(lc);
+
+		if (!l->xact)
+		{
+			session = lappend(session, l);
+			rp_locks_unpublish(l);
+			rp_leases_held = foreach_delete_current(rp_leases_held, lc);
+		}
+	}
+	if (session == NIL)
+		return 0;
+	released = rp_release_leases(session, true, NULL);
+	foreach(lc, session)
+	{
+		RpLease    *l = lfirst(lc);
+
+		pfree(l->name);
+		pfree(l);
+	}
+	list_free(session);
+	return released;
+}
+
+/* ------------------------------------------------------------------------
+ * Leases of other kinds: semaphore permits (src/semaphore.c).
+ *
+ * A permit is a registry entry like a lock's, so rp_release, rp_extend,
+ * rp_release_all, rp_leases, transaction and exit release and the
+ * lock-bound fence guard treat it as a lease.  What differs per kind is the
+ * key (":sem", a sorted set, instead of ":lock") and the release and extend
+ * scripts.  The kind is also written into the token itself (a permit's
+ * begins with 's', which no hex lock token can), so rp_release(lease) and
+ * rp_extend work for a permit from any session.
+ * ------------------------------------------------------------------------
+ */
+
+RpLeaseKind
+rp_token_kind(const char *token)
+{
+	return token[0] == 's' ? RP_LEASE_PERMIT : RP_LEASE_LOCK;
+}
+
+void
+rp_lease_new_token(char *out, RpLeaseKind kind)
+{
+	rp_new_token(out);
+	if (kind == RP_LEASE_PERMIT)
+		out[0] = 's';
+}
+
+RpReply *
+rp_lease_eval(const RpScript *script, int nkeys, const RpArg *keys,
+			  int nargs, const RpArg *argv)
+{
+	return rp_lock_eval(script, nkeys, keys, nargs, argv);
+}
+
+bool
+rp_lease_find_live(const char *name, size_t namelen, RpLeaseKind kind,
+				   char *token, int64 *fence, TimestampTz *expires_at)
+{
+	RpLease    *l = rp_registry_find_kind(name, namelen, kind);
+
+	if (l == NULL || l->expires_at <= GetCurrentTimestamp())
+		return false;
+	memcpy(token, l->token, RP_TOKEN_LEN + 1);
+	*fence = l->fence;
+	*expires_at = l->expires_at;
+	return true;
+}
+
+void
+rp_lease_remember(const char *name, size_t namelen, const char *token,
+				  int64 fence, TimestampTz expires_at, bool xact,
+				  RpLeaseKind kind)
+{
+	RpLease    *stale;
+
+	rp_register_callbacks();
+	/* One lease of a kind per name: one that expired is forgotten. */
+	while ((stale = rp_registry_find_kind(name, namelen, kind)) != NULL)
+		rp_registry_remove(stale);
+	(void) rp_registry_add_kind(name, namelen, token, fence, expires_at, xact,
+								false, kind);
+}
+
+void
+rp_lease_orphan(const char *name, size_t namelen, const char *token,
+				TimestampTz expires_at, RpLeaseKind kind)
+{
+	MemoryContext old;
+	RpLease    *o;
+
+	rp_register_callbacks();
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	o = palloc0(sizeof(RpLease));
+	o->name = pnstrdup(name, namelen);
+	o->namelen = namelen;
+	memcpy(o->token, token, RP_TOKEN_LEN + 1);
+	o->expires_at = expires_at;
+	o->kind = kind;
+	rp_orphans = lappend(rp_orphans, o);
+	rp_redis_answered = false;
+	MemoryContextSwitchTo(old);
+}
+
+Datum
+rp_lease_datum(FunctionCallInfo fcinfo, const char *name, size_t namelen,
+			   const char *token, int64 fence, TimestampTz expires_at)
+{
+	return rp_make_lease(fcinfo, name, namelen, token, fence, expires_at);
 }
