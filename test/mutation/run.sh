@@ -93,7 +93,9 @@ fi
 
 # The private PostgreSQL for the scratch copy.
 if [ -z "${RP_MUTATION_PG_CONFIG:-}" ]; then
-	pgdir=/tmp/rp-mutation-pg-$(id -u)
+	# One per work tree: engineers share a uid, and two runs installing
+	# into one copy would test each other's mutants.
+	pgdir=/tmp/rp-mutation-pg-$(id -u)-$(printf '%s' "$root" | md5sum | cut -c1-8)
 	if [ ! -x "$pgdir/usr/lib/postgresql/15/bin/pg_config" ]; then
 		bash "$root/scripts/private-pg.sh" "$pgdir" >/dev/null || exit 1
 	fi
@@ -112,6 +114,8 @@ export PG_CONFIG=$RP_MUTATION_PG_CONFIG
 export MAKEFLAGS="with_llvm=no"
 
 scratch=$(mktemp -d /tmp/rp-mutation.XXXXXX)
+# The tap suite runs as postgres (rp_as_pg) and reads the tree.
+chmod 755 "$scratch"
 # timeout puts the suites in a process group of their own: on our exit, stop
 # them (scripts/test.sh then stops its servers) before removing the copy.
 suite_pid=

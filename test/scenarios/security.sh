@@ -4,7 +4,7 @@
 # callable until granted, the functions withstand a hostile search_path at
 # call time, and the fence trigger reveals nothing the writer cannot read.
 source "$(dirname "$0")/tap.bash"
-plan 19
+plan 22
 
 q "DROP ROLE IF EXISTS rp_plain; CREATE ROLE rp_plain LOGIN" >/dev/null 2>&1
 q "DROP ROLE IF EXISTS rp_plain" "CREATE ROLE rp_plain LOGIN" >/dev/null
@@ -32,10 +32,17 @@ is "$out" "0" "SHOW ALL does not contain it"
 is "$(plain "SELECT * FROM pg_file_settings")" "42501" "pg_file_settings is not readable"
 is "$(q "SHOW redis_primitives.password")" "Top-Secret-42" "a superuser can read it"
 q "ALTER SYSTEM RESET redis_primitives.password" "SELECT pg_reload_conf()" >/dev/null
+# The Sentinels' password is the same kind of secret.
+q "ALTER SYSTEM SET redis_primitives.sentinel_password = 'Sentinel-Secret-43'" "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+is "$(q "SHOW redis_primitives.sentinel_password")" "Sentinel-Secret-43" "the superuser sees the sentinel password (so the next check reads a set value)"
+is "$(plain "SHOW redis_primitives.sentinel_password")" "42501" "SHOW redis_primitives.sentinel_password: 42501 for a plain user"
+q "ALTER SYSTEM RESET redis_primitives.sentinel_password" "SELECT pg_reload_conf()" >/dev/null
 
 # 3. It cannot be stored in world-readable catalogs.
 is "$(q_state "ALTER ROLE rp_plain SET redis_primitives.password = 'x'")" "42501" "ALTER ROLE ... SET password is refused"
 is "$(q_state "ALTER DATABASE $RP_DB SET redis_primitives.password = 'x'")" "42501" "ALTER DATABASE ... SET password is refused"
+is "$(q_state "ALTER ROLE rp_plain SET redis_primitives.sentinel_password = 'x'")" "42501" "ALTER ROLE ... SET sentinel_password is refused"
 is "$(q_state "CREATE FUNCTION f_pw() RETURNS int LANGUAGE sql SET redis_primitives.password = 'x' AS 'SELECT 1'")" "42501" "CREATE FUNCTION ... SET password is refused"
 
 # 4. Nothing is callable until granted; the trigger function is.
