@@ -23,6 +23,8 @@ N=40 PERMITS=5
 if [ -n "${RP_SEMAPHORE_LONG:-}" ]; then ROUNDS=15 NCHURN=40; else ROUNDS=5 NCHURN=20; fi
 
 info() { q "SELECT $2 FROM rp_semaphore_info('$1')"; }
+_lap=$(now_ms)
+lap() { local t; t=$(now_ms); diag "$1: $((t - _lap)) ms"; _lap=$t; }   # where the time goes
 
 # ---- 1. the race ---------------------------------------------------------
 # One barrier session holds an exclusive advisory lock per round and phase;
@@ -50,6 +52,7 @@ for i in $(seq $N); do
 	racers+=($!)
 done
 session_q bar "SET client_min_messages = warning" >/dev/null
+lap "1: setup"
 T=$(now_ms)
 drive=$(session_q bar "DO \$\$
 DECLARE t timestamptz; k int;
@@ -69,8 +72,10 @@ BEGIN
     END LOOP;
   END LOOP;
 END \$\$")
+lap "1: drive"
 wait "${racers[@]}"
 session_close bar
+lap "1: racers end"
 is "$drive" "" "the barrier session drove $ROUNDS rounds"
 diag "$ROUNDS rounds of $N callers took $(( $(now_ms) - T )) ms"
 is "$(q "SELECT count(*) FROM sem_round")" "$((N * ROUNDS))" "$N callers made $ROUNDS attempts each"
@@ -85,6 +90,7 @@ is "$(q "SELECT count(*) FROM (SELECT round, min(fence) lo, max(fence) hi FROM s
 is "$(info race in_use)" "0" "every winner released its permit"
 grep -l ERROR "$RP_TMP"/racer.* >/dev/null 2>&1; ok $((! $?)) "no caller saw an error"
 
+lap "1: checks"
 # ---- 2. waiting holders never overlap more than permits -----------------------
 q "DROP TABLE IF EXISTS sem_hold" "CREATE TABLE sem_hold (pid int, fence bigint, t1 timestamptz, t2 timestamptz)" >/dev/null
 barrier_hold 8301
@@ -103,6 +109,7 @@ cmp_ok "$overlap" -le $PERMITS "never more than $PERMITS holders at once"
 cmp_ok "$overlap" -ge 2 "and the holders did run concurrently (the check can see an overlap)"
 is "$(q "SELECT count(DISTINCT fence) FROM sem_hold")" "$NCHURN" "with $NCHURN distinct fences"
 
+lap "2 (waiting holders)"
 # ---- 3. holders that die -------------------------------------------------------
 # The naive twin: INCR to take, DECR to give back, DECR again if over.  Five
 # holders die before their DECR; their permits are gone for good.
@@ -121,6 +128,7 @@ is "$(q "$naive_take" | sed 's/^[0-9]* //')" "refused" \
 	"naive INCR/DECR semaphore: its $PERMITS holders died, and 1 s later a newcomer is still refused"
 is "$(redis get naive:sem)" "$PERMITS" "the counter says $PERMITS in use with no holder alive: the permits leaked for good"
 
+lap "3: naive twin"
 # Ours, holders hung (SIGSTOP: they cannot release): back within the TTL.
 TTL=2000
 barrier_hold 8302
@@ -143,6 +151,7 @@ for p in $pids; do kill -CONT "$p"; done
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sem-holder'" >/dev/null
 wait
 
+lap "3: hung holders"
 # Terminated holders: exit release gives the permits back at once.
 for i in $(seq $PERMITS); do
 	q "SET application_name = 'sem-holder2'" "SELECT (rp_semaphore_acquire('killed', $PERMITS, 60000)).fence" "SELECT pg_sleep(60)" \
@@ -154,6 +163,7 @@ wait
 for k in $(seq 40); do [ "$(info killed in_use)" = 0 ] && break; sleep 0.05; done
 is "$(info killed in_use)" "0" "terminated holders' permits (60 s TTL) are released by their backends' exit"
 
+lap "3: terminated holders"
 # ---- 4. cancel and statement_timeout end a wait ---------------------------------
 session_open h
 session_q h "SELECT (rp_semaphore_acquire('gate', 1, 60000)).fence IS NOT NULL" >/dev/null
@@ -174,6 +184,7 @@ is "$(info gate waiters)" "0" "the ended waiters' places lapse (heartbeat 2 s)"
 session_q h "SELECT rp_release_all()" >/dev/null
 is "$(q "SELECT rp_semaphore_acquire('gate', 1, 1000) IS NOT NULL")" "t" "and they hold up no one: the freed permit goes to a newcomer"
 
+lap "4 (cancel, statement_timeout)"
 # ---- 5. fairness ----------------------------------------------------------------
 session_q h "CREATE TEMP TABLE f AS SELECT (rp_semaphore_acquire('fair', 1, 60000)).fence" >/dev/null
 hfence=$(session_q h "SELECT fence FROM f")
@@ -203,6 +214,7 @@ is "$efence" "$((hfence + 1))" "the early waiter gets the very next permit, ahea
 is "$(q "SELECT count(*) FROM sem_newcomer")" "16" "the newcomers were served too, twice each (the stream was real)"
 session_close h
 
+lap "5 (fairness)"
 # ---- 6. the transaction form ----------------------------------------------------
 out=$(q "BEGIN" "SELECT rp_semaphore_acquire_xact('sx', 2, 30000) IS NOT NULL" "SELECT in_use FROM rp_semaphore_info('sx')" \
         "COMMIT" "SELECT in_use FROM rp_semaphore_info('sx')")
@@ -211,4 +223,5 @@ out=$(q "BEGIN" "SELECT rp_semaphore_acquire_xact('sx', 2, 30000) IS NOT NULL" "
 is "$(echo $out)" "t 0" "released at ROLLBACK"
 
 q "DROP TABLE sem_round, sem_sample, sem_hold, sem_newcomer" >/dev/null
+lap "6 (xact)"
 finish
