@@ -1195,9 +1195,7 @@ rp_token_args(FunctionCallInfo fcinfo)
 	return rp_transient_lease(name, token);
 }
 
-PG_FUNCTION_INFO_V1(rp_release_token);
-Datum
-rp_release_token(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_release_token, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 {
 	RpLease    *l = rp_token_args(fcinfo);
 	RpLease    *mine;
@@ -1257,9 +1255,7 @@ rp_extend_permit_token(FunctionCallInfo fcinfo, RpLease *l, int64 ttl_ms)
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
 }
 
-PG_FUNCTION_INFO_V1(rp_extend_token);
-Datum
-rp_extend_token(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_extend_token, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 {
 	RpLease    *l = rp_token_args(fcinfo);
 	int64		ttl_ms = rp_arg_int8(fcinfo, 2, "ttl_ms", 1, RP_MAX_TTL_MS);
@@ -1298,6 +1294,8 @@ rp_extend_token(PG_FUNCTION_ARGS)
 	expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
 	if (mine)
 		mine->expires_at = expires;
+	if (mine)
+		rp_locks_publish(mine, mine->name, mine->namelen, mine->fence, expires, mine->xact);
 	PG_RETURN_DATUM(rp_make_lease(fcinfo, l->name, l->namelen, l->token,
 								  fence, expires));
 }
@@ -1321,6 +1319,7 @@ rp_lock_release_session_leases(void)
 		if (!l->xact)
 		{
 			session = lappend(session, l);
+			rp_locks_unpublish(l);
 			rp_leases_held = foreach_delete_current(rp_leases_held, lc);
 		}
 	}

@@ -6,9 +6,10 @@
 //                     with the transaction, on the backend that took it)
 //   depositOneShot()  one statement through pool.query: the lease and the
 //                     guarded UPDATE in one round trip and one transaction
-// The table's trigger refuses a write whose fence token is older than the
-// row's (RP001).  Until the lock-bound guard (rp_fence_guard('fence_token',
-// 'lock=account-{id}')) lands, the writer passes lease.fence itself.
+// The table's lock-bound guard, rp_fence_guard('fence_token',
+// 'lock=account-{id}'), lets a row of account N be written only by a session
+// holding a live lease on 'account-N' (else RP004) and sets fence_token from
+// that lease itself: the writer passes no token and cannot forget one.
 'use strict';
 const { Pool } = require('pg');
 
@@ -17,10 +18,19 @@ const pool = new Pool({ max: 4 });   // PGHOST, PGPORT, PGUSER, PGDATABASE from 
 async function setup() {
   await pool.query(`CREATE TABLE IF NOT EXISTS example_account (
       id int PRIMARY KEY, balance bigint NOT NULL DEFAULT 0, fence_token bigint NOT NULL DEFAULT 0)`);
-  await pool.query(`CREATE OR REPLACE TRIGGER fence BEFORE INSERT OR UPDATE ON example_account
-      FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token')`);
+  await pool.query(`CREATE OR REPLACE TRIGGER fence BEFORE INSERT OR UPDATE OR DELETE ON example_account
+      FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=account-{id}')`);
   await pool.query('TRUNCATE example_account');
-  await pool.query('INSERT INTO example_account (id) SELECT generate_series(1, 3)');
+  // Even the first INSERT of a row needs its lease: one transaction, one client.
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query("SELECT rp_acquire_xact('account-' || i, 5000, 10000) FROM generate_series(1, 3) i");
+    await client.query('INSERT INTO example_account (id) SELECT generate_series(1, 3)');
+    await client.query('COMMIT');
+  } finally {
+    client.release();
+  }
 }
 
 async function deposit(id, amount) {
@@ -34,9 +44,8 @@ async function deposit(id, amount) {
       await client.query('ROLLBACK');
       return false;
     }
-    await client.query(
-      'UPDATE example_account SET balance = balance + $1, fence_token = $2 WHERE id = $3',
-      [amount, lease.fence, id]);        // lease.fence is a string: bigint
+    await client.query(                  // the guard sets fence_token from the lease
+      'UPDATE example_account SET balance = balance + $1 WHERE id = $2', [amount, id]);
     await client.query('COMMIT');        // releases the lease
     return true;
   } catch (e) {
@@ -50,7 +59,7 @@ async function deposit(id, amount) {
 async function depositOneShot(id, amount) {
   const { rows } = await pool.query(
     `WITH lease AS (SELECT * FROM rp_acquire_xact($1, 5000, 10000))
-     UPDATE example_account a SET balance = a.balance + $2, fence_token = lease.fence
+     UPDATE example_account a SET balance = a.balance + $2
      FROM lease WHERE a.id = $3 AND lease.token IS NOT NULL
      RETURNING lease.fence`, [`account-${id}`, amount, id]);
   return rows.length === 1;              // here zero rows does mean "not acquired"
@@ -73,9 +82,9 @@ async function main() {
   console.log(`deposits ${ok}`);
   console.log(`balance_total ${rows[0].total}`);
   console.log(`rows_fenced ${rows[0].fenced}`);
-  // A writer with an old token (a paused worker waking up) is refused.
+  // A writer without a live lease (a paused worker waking up, a hand-typed fix) is refused.
   try {
-    await pool.query('UPDATE example_account SET balance = 0, fence_token = 1 WHERE id = 1');
+    await pool.query('UPDATE example_account SET balance = 0 WHERE id = 1');
     console.log('stale_write accepted');
   } catch (e) {
     console.log(`stale_write ${e.code}`);

@@ -42,7 +42,7 @@ for lang in node python; do
 	is "$(v $lang-worker deposits)" "$a" "$lang worker: every one of $a deposits got its lease within wait_ms"
 	is "$(v $lang-worker balance_total)" "$a" "$lang worker: no increment lost under concurrency"
 	is "$(v $lang-worker rows_fenced)" "true" "$lang worker: every row carries a fence token"
-	is "$(v $lang-worker stale_write)" "RP001" "$lang worker: a write with an old token is refused (RP001)"
+	is "$(v $lang-worker stale_write)" "RP004" "$lang worker: the lock-bound guard refuses a write without a live lease (RP004)"
 	# The API handler.
 	ran $lang-api
 	ok $? "$lang api: runs"
