@@ -52,9 +52,13 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench deb bench-track bench-fence bench-tls bench-apps bench-semaphore
+.PHONY: test demo bench deb bench-track bench-fence bench-tls bench-apps bench-semaphore test-semaphore-long
 test:
 	bash scripts/test.sh
+# The semaphore scenario with its races repeated 3x as often (15 rounds, 40
+# waiting holders); make test runs the short form, which checks the same.
+test-semaphore-long:
+	RP_SEMAPHORE_LONG=1 RP_SUITES=scenarios RP_ONLY=semaphore.sh bash scripts/test.sh
 # Build the Debian package, install it into the system PostgreSQL 15 and run
 # installcheck against it (root, Debian 12; see docs/lifecycle.md).
 deb:

@@ -1212,6 +1212,49 @@ RP_TRACKED_FUNCTION(rp_release_token, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 	PG_RETURN_BOOL(released);
 }
 
+/*
+ * rp_extend(name, token, ttl_ms) for a semaphore permit (its token begins
+ * with 's'): the permit's own compare-and-extend script.  Redis keeps no
+ * fence per permit, so the lease returned carries the fence only when this
+ * session holds the permit; from another session its fence is NULL.
+ */
+static Datum
+rp_extend_permit_token(FunctionCallInfo fcinfo, RpLease *l, int64 ttl_ms)
+{
+	RpLease    *mine = rp_registry_find(l->name, l->namelen, l->token);
+	RpArg		key = rp_key(l->name, l->namelen, "sem");
+	RpArg		argv[2];
+	TimestampTz sent = GetCurrentTimestamp();
+	TupleDesc	tupdesc;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+
+	argv[0] = rp_arg_str(l->token);
+	argv[1] = rp_arg_int(ttl_ms);
+	if (rp_reply_int(rp_lock_eval(&rp_script_semaphore_extend, 1, &key, 2, argv),
+					 "semaphore_extend") != 1)
+	{
+		/* Not ours any more: stop believing it. */
+		if (mine)
+			rp_registry_remove(mine);
+		PG_RETURN_NULL();
+	}
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	values[0] = PointerGetDatum(cstring_to_text_with_len(l->name, l->namelen));
+	values[1] = CStringGetTextDatum(l->token);
+	values[2] = Int64GetDatum(mine ? mine->fence : 0);
+	nulls[2] = (mine == NULL);
+	values[3] = TimestampTzGetDatum(TimestampTzPlusMilliseconds(sent, ttl_ms));
+	if (mine)
+	{
+		mine->expires_at = DatumGetTimestampTz(values[3]);
+		rp_locks_publish(mine, mine->name, mine->namelen, mine->fence,
+						 mine->expires_at, mine->xact);
+	}
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
+}
+
 RP_TRACKED_FUNCTION(rp_extend_token, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 {
 	RpLease    *l = rp_token_args(fcinfo);
@@ -1227,6 +1270,8 @@ RP_TRACKED_FUNCTION(rp_extend_token, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 	rp_register_callbacks();
 	if (l->token[0] == '\0')
 		PG_RETURN_NULL();
+	if (l->kind == RP_LEASE_PERMIT)
+		return rp_extend_permit_token(fcinfo, l, ttl_ms);
 	keys[0] = rp_key(l->name, l->namelen, "lock");
 	keys[1] = rp_key(l->name, l->namelen, "fence");
 	argv[0] = rp_arg_str(l->token);

@@ -42,6 +42,7 @@
 #include "utils/timestamp.h"
 
 #include "notify.h"
+#include "ratelimit.h"
 #include "stats.h"
 
 /* Bytes of a lease name kept in rp_locks (longer names are truncated). */
@@ -67,6 +68,7 @@ typedef enum RpCounter
 	RP_C_NOSCRIPT,
 	RP_C_TOTAL_US,
 	RP_C_MAX_US,
+	RP_C_SHADOW_REFUSED,		/* admitted in shadow mode, refused by the limit */
 	RP_NUM_COUNTERS
 } RpCounter;
 
@@ -187,9 +189,13 @@ rp_stats_shmem_startup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
+static void rp_stats_ratelimit_observed(const char *algorithm, bool allowed,
+										bool would_refuse, bool shadow);
+
 void
 rp_stats_init(void)
 {
+	rp_ratelimit_observer_hook = rp_stats_ratelimit_observed;
 	DefineCustomBoolVariable("redis_primitives.track",
 							 "Counts every call of a primitive in rp_stats.",
 							 "Costs two clock readings and a few counter updates in shared memory per call.",
@@ -309,6 +315,34 @@ rp_stats_count(RpPrimitive prim, int64 elapsed_us, RpOutcome outcome,
 	rp_add(&c[RP_C_TOTAL_US], us);
 	if (us > pg_atomic_read_u64(&c[RP_C_MAX_US]))
 		pg_atomic_write_u64(&c[RP_C_MAX_US], us);
+	if (shared)
+		SpinLockRelease(&rp_stats_shared->shared_mutex);
+}
+
+/*
+ * The rate limiter's observer (ratelimit.h): a call admitted in shadow mode
+ * that the limit would have refused.  The call itself is counted by its
+ * wrapper as ok (it admitted); this adds it to shadow_refused, a subset of
+ * ok, so calls = ok + refused + errors still holds.
+ */
+static void
+rp_stats_ratelimit_observed(const char *algorithm, bool allowed,
+							bool would_refuse, bool shadow)
+{
+	bool		shared;
+	RpStatSlot *slot;
+	RpPrimitive prim = RP_PRIM_RATELIMIT_SLIDING_LOG;
+
+	if (!shadow || !would_refuse || !rp_track || rp_stats_shared == NULL)
+		return;
+	for (int k = RP_PRIM_RATELIMIT_SLIDING_LOG; k <= RP_PRIM_RATELIMIT_GCRA; k++)
+		if (strcmp(rp_prim_names[k] + strlen("ratelimit_"), algorithm) == 0)
+			prim = (RpPrimitive) k;
+	slot = rp_stats_my_slot(&shared);
+	if (shared)
+		SpinLockAcquire(&rp_stats_shared->shared_mutex);
+	rp_stats_catch_up(slot);
+	rp_add(&slot->c[prim][RP_C_SHADOW_REFUSED], 1);
 	if (shared)
 		SpinLockRelease(&rp_stats_shared->shared_mutex);
 }
@@ -714,8 +748,8 @@ rp_stats(PG_FUNCTION_ARGS)
 	}
 	for (int k = 0; k < RP_NUM_PRIMITIVES; k++)
 	{
-		Datum		values[15];
-		bool		nulls[15];
+		Datum		values[16];
+		bool		nulls[16];
 		uint64	   *c = sum[k];
 		int			i = 0;
 
@@ -737,6 +771,7 @@ rp_stats(PG_FUNCTION_ARGS)
 		values[i++] = Int64GetDatum((int64) c[RP_C_NOSCRIPT]);
 		values[i++] = Float8GetDatum(c[RP_C_TOTAL_US] / 1000.0);
 		values[i++] = Float8GetDatum(c[RP_C_MAX_US] / 1000.0);
+		values[i++] = Int64GetDatum((int64) c[RP_C_SHADOW_REFUSED]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

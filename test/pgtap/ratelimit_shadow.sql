@@ -6,12 +6,15 @@
 -- "shadow" that records every admitted request, over-counts.  On a pinned
 -- clock (redis_primitives.ratelimit_clock_ms), so every number is exact.
 BEGIN;
-SELECT plan(29);
+SELECT plan(33);
 
 CREATE FUNCTION pg_temp.at(ms bigint) RETURNS text LANGUAGE sql AS $$
   SELECT set_config('redis_primitives.ratelimit_clock_ms', (1700000000000 + ms)::text, true)
 $$;
 SELECT pg_temp.at(0);
+
+-- rp_stats before the burst (this session is the only rate limiter caller).
+CREATE TEMP TABLE stats0 AS SELECT * FROM rp_stats WHERE primitive LIKE 'ratelimit\_%';
 
 -- A burst of 25 over a limit of 10, in shadow and enforced, per algorithm.
 CREATE TEMP TABLE burst (algorithm text, mode text, i int, allowed bool, would_refuse bool);
@@ -31,6 +34,18 @@ FROM unnest('{sliding_log,sliding_window,gcra}'::text[]) a;
 SELECT is(rp_ratelimit_shadow_refusals('burst-' || a || '-shadow'), 15::bigint,
           a || ': Redis counted exactly 15 refusals')
 FROM unnest('{sliding_log,sliding_window,gcra}'::text[]) a;
+-- rp_stats: every shadow call is ok (it admitted), and the would-be refusals
+-- show in shadow_refused, exactly what Redis counted; the enforced burst's
+-- refusals are in refused.  calls = ok + refused + errors.
+SELECT is((SELECT row(s.calls - b.calls, s.ok - b.ok, s.refused - b.refused, s.errors - b.errors,
+                      s.shadow_refused - b.shadow_refused)::text
+           FROM rp_stats s JOIN stats0 b USING (primitive) WHERE primitive = 'ratelimit_' || a),
+          row(50, 35, 15, 0, rp_ratelimit_shadow_refusals('burst-' || a || '-shadow'))::text,
+          a || ': rp_stats counts 50 calls, 35 ok (25 shadow + 10), 15 refused (enforced), shadow_refused = Redis'' count (15)')
+FROM unnest('{sliding_log,sliding_window,gcra}'::text[]) a;
+SELECT is((SELECT count(*) FROM rp_stats WHERE calls <> ok + refused + errors), 0::bigint,
+          'calls = ok + refused + errors on every row');
+
 SELECT is((SELECT array_agg(would_refuse ORDER BY i) FROM burst WHERE algorithm = a AND mode = 'shadow'),
           (SELECT array_agg(NOT allowed ORDER BY i) FROM burst WHERE algorithm = a AND mode = 'enforce'),
           a || ': request by request, would_refuse is what enforcing answered')

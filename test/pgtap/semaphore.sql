@@ -6,7 +6,7 @@
 -- Other holders and waiters are written into Redis directly (rp_test.redis):
 -- the live, many-session races are in test/scenarios/semaphore.sh.
 BEGIN;
-SELECT plan(33);
+SELECT plan(47);
 
 CREATE TEMP TABLE p (who text PRIMARY KEY, l rp_lease);
 CREATE FUNCTION pg_temp.zadd(name text, suffix text, score text, member text) RETURNS text
@@ -81,6 +81,46 @@ SELECT pg_temp.zadd('sem-e', 'semq', '1', 'swaiter');
 SELECT pg_temp.zadd('sem-e', 'semw', '1000', 'swaiter');
 SELECT isnt(rp_semaphore_acquire('sem-e', 2, 10000), NULL, 'a silent waiter''s place lapses');
 SELECT is(rp_test.redis('ZCARD', rp_test.key('sem-e', 'semq')), '0', 'and it is removed from the queue');
+SELECT rp_release_all();
+
+-- The pool-safe forms act on a permit by its token, with the permit's own
+-- scripts (a permit lives in the ":sem" sorted set, not the lock's key).
+INSERT INTO p SELECT 'pool', rp_semaphore_acquire('sem-f', 2, 10000);
+SELECT is((rp_extend('sem-f', (SELECT (l).token FROM p WHERE who = 'pool'), 60000)).fence,
+          (SELECT (l).fence FROM p WHERE who = 'pool'),
+          'rp_extend(name, token, ttl_ms) extends a permit, and the holding session gets its fence');
+SELECT ok((SELECT oldest_ttl_ms > 50000 FROM rp_semaphore_info('sem-f')), 'the permit lives 60 s in Redis now');
+SELECT ok((SELECT expires_at > now() + interval '50 seconds' FROM rp_leases() WHERE name = 'sem-f'),
+          'and the session''s registry moved its deadline too');
+-- Another session (a pool) knows only the token: simulated by a token the
+-- registry does not hold, written into Redis directly.
+SELECT pg_temp.zadd('sem-f', 'sem', '99999999999999', 'sotherpool000000000000000000000a');
+SELECT is(rp_extend('sem-f', 'sotherpool000000000000000000000a', 30000) IS NULL, false,
+          'rp_extend by token extends a permit this session does not hold');
+SELECT is((rp_extend('sem-f', 'sotherpool000000000000000000000a', 30000)).fence, NULL,
+          'its fence is NULL: Redis keeps no fence per permit');
+SELECT is(rp_release('sem-f', 'sotherpool000000000000000000000a'), true, 'rp_release(name, token) releases a permit');
+SELECT is(rp_release('sem-f', 'sotherpool000000000000000000000a'), false, 'a second release finds nothing');
+SELECT is(rp_extend('sem-f', 'sotherpool000000000000000000000a', 1000), NULL, 'a released permit cannot be extended by token');
+SELECT is(rp_release('sem-f', (SELECT (l).token FROM p WHERE who = 'pool')), true, 'the session''s own permit, released by token');
+SELECT is((SELECT count(*) FROM rp_leases() WHERE name = 'sem-f'), 0::bigint, 'is forgotten by the registry');
+SELECT is((SELECT in_use FROM rp_semaphore_info('sem-f')), 0, 'nothing in use');
+
+-- The lock-bound fence guard accepts a live permit of a semaphore on the
+-- rendered name, stamps its fence, and refuses an expired one (RP004).
+SET LOCAL redis_primitives.lease_margin = 50;
+CREATE TABLE sem_job (id int PRIMARY KEY, state text, fence_token bigint);
+CREATE TRIGGER sem_job_fence BEFORE INSERT OR UPDATE OR DELETE ON sem_job
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=job-{id}');
+INSERT INTO p SELECT 'job', rp_semaphore_acquire('job-1', 3, 60000);
+SELECT lives_ok($$INSERT INTO sem_job VALUES (1, 'running')$$, 'lock-bound guard: a live permit of job-1 may write');
+SELECT is((SELECT fence_token FROM sem_job WHERE id = 1), (SELECT (l).fence FROM p WHERE who = 'job'),
+          'the row is stamped with the permit''s fence');
+SELECT rp_release_all();
+INSERT INTO p SELECT 'short', rp_semaphore_acquire('job-1', 3, 300);
+SELECT pg_sleep(0.6);
+SELECT throws_ok($$UPDATE sem_job SET state = 'late' WHERE id = 1$$, 'RP004', NULL,
+                 'an expired permit is refused (RP004)');
 SELECT rp_release_all();
 
 SELECT * FROM finish();

@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
 # The semaphore under real concurrency and real failures.
 #
-#  1. 40 separate sessions race for 5 permits, 15 rounds: exactly 5 winners
+#  1. 40 separate sessions race for 5 permits, 5 rounds (15 with
+#     RP_SEMAPHORE_LONG=1, `make test-semaphore-long`): exactly 5 winners
 #     each round (from the holders' own records, and sampled from Redis while
 #     they hold), fences unique and increasing from round to round.
-#  2. 40 sessions that wait for a permit, hold it and release it: the
-#     holders' own timestamps never show more than 5 at once.
+#  2. 20 sessions (40 long) that wait for a permit, hold it and release it:
+#     the holders' own timestamps never show more than 5 at once.
 #  3. Holders that die: a naive INCR/DECR counting semaphore (as a user
 #     writes it) leaks its permits for good; our permits of hung (SIGSTOPped)
 #     backends come back within their TTL, and those of terminated backends
 #     at once (exit release).
 #  4. cancel and statement_timeout end a wait; the dead waiters' places lapse.
 #  5. Fairness: an early waiter gets the next free permit although 8
-#     newcomers hammer the semaphore meanwhile.
+#     newcomers queued behind it hammer the semaphore meanwhile.
+# The default run keeps every check and its margins and takes ~30 s on an
+# idle machine; the long run only repeats the races more often.
 #  6. rp_semaphore_acquire_xact releases at COMMIT and ROLLBACK.
 source "$(dirname "$0")/tap.bash"
-plan 28
-N=40 PERMITS=5 ROUNDS=15
+plan 29
+N=40 PERMITS=5
+if [ -n "${RP_SEMAPHORE_LONG:-}" ]; then ROUNDS=15 NCHURN=40; else ROUNDS=5 NCHURN=20; fi
 
 info() { q "SELECT $2 FROM rp_semaphore_info('$1')"; }
+_lap=$(now_ms)
+lap() { local t; t=$(now_ms); diag "$1: $((t - _lap)) ms"; _lap=$t; }   # where the time goes
 
 # ---- 1. the race ---------------------------------------------------------
 # One barrier session holds an exclusive advisory lock per round and phase;
@@ -46,6 +52,7 @@ for i in $(seq $N); do
 	racers+=($!)
 done
 session_q bar "SET client_min_messages = warning" >/dev/null
+lap "1: setup"
 T=$(now_ms)
 drive=$(session_q bar "DO \$\$
 DECLARE t timestamptz; k int;
@@ -65,8 +72,10 @@ BEGIN
     END LOOP;
   END LOOP;
 END \$\$")
+lap "1: drive"
 wait "${racers[@]}"
 session_close bar
+lap "1: racers end"
 is "$drive" "" "the barrier session drove $ROUNDS rounds"
 diag "$ROUNDS rounds of $N callers took $(( $(now_ms) - T )) ms"
 is "$(q "SELECT count(*) FROM sem_round")" "$((N * ROUNDS))" "$N callers made $ROUNDS attempts each"
@@ -81,24 +90,26 @@ is "$(q "SELECT count(*) FROM (SELECT round, min(fence) lo, max(fence) hi FROM s
 is "$(info race in_use)" "0" "every winner released its permit"
 grep -l ERROR "$RP_TMP"/racer.* >/dev/null 2>&1; ok $((! $?)) "no caller saw an error"
 
+lap "1: checks"
 # ---- 2. waiting holders never overlap more than permits -----------------------
 q "DROP TABLE IF EXISTS sem_hold" "CREATE TABLE sem_hold (pid int, fence bigint, t1 timestamptz, t2 timestamptz)" >/dev/null
 barrier_hold 8301
-for i in $(seq $N); do
+for i in $(seq $NCHURN); do
 	q "SELECT pg_advisory_lock_shared(8301)" \
 	  "CREATE TEMP TABLE me AS SELECT rp_semaphore_acquire('churn', $PERMITS, 30000, 60000) l, clock_timestamp() t1" \
 	  "SELECT pg_sleep(0.03)" \
 	  "INSERT INTO sem_hold SELECT pg_backend_pid(), (l).fence, t1, clock_timestamp() FROM me" \
 	  "SELECT rp_release((SELECT l FROM me))" >"$RP_TMP/churn.$i" 2>&1 &
 done
-barrier_wait 8301 $N; barrier_release 8301; wait
-is "$(q "SELECT count(fence) FROM sem_hold")" "$N" "all $N waiting callers got a permit in turn"
+barrier_wait 8301 $NCHURN; barrier_release 8301; wait
+is "$(q "SELECT count(fence) FROM sem_hold")" "$NCHURN" "all $NCHURN waiting callers got a permit in turn"
 overlap=$(q "SELECT max((SELECT count(*) FROM sem_hold o WHERE o.t1 <= h.t1 AND h.t1 < o.t2)) FROM sem_hold h")
 diag "most holders at once, from their own timestamps: $overlap"
 cmp_ok "$overlap" -le $PERMITS "never more than $PERMITS holders at once"
 cmp_ok "$overlap" -ge 2 "and the holders did run concurrently (the check can see an overlap)"
-is "$(q "SELECT count(DISTINCT fence) FROM sem_hold")" "$N" "with $N distinct fences"
+is "$(q "SELECT count(DISTINCT fence) FROM sem_hold")" "$NCHURN" "with $NCHURN distinct fences"
 
+lap "2 (waiting holders)"
 # ---- 3. holders that die -------------------------------------------------------
 # The naive twin: INCR to take, DECR to give back, DECR again if over.  Five
 # holders die before their DECR; their permits are gone for good.
@@ -112,13 +123,14 @@ done
 for k in $(seq 200); do [ "$(redis get naive:sem)" = "$PERMITS" ] && break; sleep 0.05; done
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'naive-holder'" >/dev/null
 wait
-sleep 2.5
+sleep 1
 is "$(q "$naive_take" | sed 's/^[0-9]* //')" "refused" \
-	"naive INCR/DECR semaphore: its $PERMITS holders died, and 2.5 s later a newcomer is still refused"
+	"naive INCR/DECR semaphore: its $PERMITS holders died, and 1 s later a newcomer is still refused"
 is "$(redis get naive:sem)" "$PERMITS" "the counter says $PERMITS in use with no holder alive: the permits leaked for good"
 
+lap "3: naive twin"
 # Ours, holders hung (SIGSTOP: they cannot release): back within the TTL.
-TTL=4000
+TTL=2000
 barrier_hold 8302
 for i in $(seq $PERMITS); do
 	q "SET application_name = 'sem-holder'" "SELECT pg_advisory_lock_shared(8302)" \
@@ -139,6 +151,7 @@ for p in $pids; do kill -CONT "$p"; done
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sem-holder'" >/dev/null
 wait
 
+lap "3: hung holders"
 # Terminated holders: exit release gives the permits back at once.
 for i in $(seq $PERMITS); do
 	q "SET application_name = 'sem-holder2'" "SELECT (rp_semaphore_acquire('killed', $PERMITS, 60000)).fence" "SELECT pg_sleep(60)" \
@@ -150,6 +163,7 @@ wait
 for k in $(seq 40); do [ "$(info killed in_use)" = 0 ] && break; sleep 0.05; done
 is "$(info killed in_use)" "0" "terminated holders' permits (60 s TTL) are released by their backends' exit"
 
+lap "3: terminated holders"
 # ---- 4. cancel and statement_timeout end a wait ---------------------------------
 session_open h
 session_q h "SELECT (rp_semaphore_acquire('gate', 1, 60000)).fence IS NOT NULL" >/dev/null
@@ -170,6 +184,7 @@ is "$(info gate waiters)" "0" "the ended waiters' places lapse (heartbeat 2 s)"
 session_q h "SELECT rp_release_all()" >/dev/null
 is "$(q "SELECT rp_semaphore_acquire('gate', 1, 1000) IS NOT NULL")" "t" "and they hold up no one: the freed permit goes to a newcomer"
 
+lap "4 (cancel, statement_timeout)"
 # ---- 5. fairness ----------------------------------------------------------------
 session_q h "CREATE TEMP TABLE f AS SELECT (rp_semaphore_acquire('fair', 1, 60000)).fence" >/dev/null
 hfence=$(session_q h "SELECT fence FROM f")
@@ -179,23 +194,27 @@ early=$!
 for k in $(seq 100); do [ "$(info fair waiters)" -ge 1 ] && break; sleep 0.05; done
 newcomers=()
 q "DROP TABLE IF EXISTS sem_newcomer" "CREATE TABLE sem_newcomer (fence bigint)" >/dev/null
+# Each newcomer retries at once until it has had 2 permits (20 s at most).
 for i in $(seq 8); do
-	q "DO \$\$ DECLARE l rp_lease; t timestamptz := clock_timestamp(); BEGIN
-	     WHILE clock_timestamp() < t + interval '2.5 seconds' LOOP
+	q "DO \$\$ DECLARE l rp_lease; got int := 0; t timestamptz := clock_timestamp(); BEGIN
+	     WHILE got < 2 AND clock_timestamp() < t + interval '20 seconds' LOOP
 	       l := rp_semaphore_acquire('fair', 1, 30000, 3000);
-	       IF l IS NOT NULL THEN INSERT INTO sem_newcomer VALUES (l.fence); PERFORM pg_sleep(0.01); PERFORM rp_release(l); END IF;
+	       IF l IS NOT NULL THEN got := got + 1; INSERT INTO sem_newcomer VALUES (l.fence); PERFORM pg_sleep(0.01); PERFORM rp_release(l); END IF;
 	     END LOOP; END \$\$" >"$RP_TMP/newcomer.$i" 2>&1 &
 	newcomers+=($!)
 done
-sleep 1      # the newcomers queue up behind the early waiter
+# The newcomers queue up behind the early waiter before the permit frees.
+for k in $(seq 300); do w=$(info fair waiters); [ "$w" -ge 9 ] && break; sleep 0.05; done
+cmp_ok "$w" -ge 9 "the early waiter and 8 newcomers wait in the queue"
 session_q h "SELECT rp_release_all()" >/dev/null
 wait "$early" "${newcomers[@]}"
 efence=$(head -1 "$RP_TMP/early.out")
 diag "holder fence $hfence, early waiter $efence, newcomers got $(q "SELECT count(*) FROM sem_newcomer") permits"
 is "$efence" "$((hfence + 1))" "the early waiter gets the very next permit, ahead of 8 newcomers queued behind it"
-cmp_ok "$(q "SELECT count(*) FROM sem_newcomer")" -ge 1 "the newcomers were served too (the stream was real)"
+is "$(q "SELECT count(*) FROM sem_newcomer")" "16" "the newcomers were served too, twice each (the stream was real)"
 session_close h
 
+lap "5 (fairness)"
 # ---- 6. the transaction form ----------------------------------------------------
 out=$(q "BEGIN" "SELECT rp_semaphore_acquire_xact('sx', 2, 30000) IS NOT NULL" "SELECT in_use FROM rp_semaphore_info('sx')" \
         "COMMIT" "SELECT in_use FROM rp_semaphore_info('sx')")
@@ -204,4 +223,5 @@ out=$(q "BEGIN" "SELECT rp_semaphore_acquire_xact('sx', 2, 30000) IS NOT NULL" "
 is "$(echo $out)" "t 0" "released at ROLLBACK"
 
 q "DROP TABLE sem_round, sem_sample, sem_hold, sem_newcomer" >/dev/null
+lap "6 (xact)"
 finish

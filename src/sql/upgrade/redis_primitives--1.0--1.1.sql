@@ -24,7 +24,8 @@ CREATE FUNCTION @extschema@.rp_stats(
     OUT errors_57 pg_catalog.int8, OUT errors_rp pg_catalog.int8,
     OUT errors_other pg_catalog.int8, OUT timeouts pg_catalog.int8,
     OUT reconnects pg_catalog.int8, OUT noscript pg_catalog.int8,
-    OUT total_ms pg_catalog.float8, OUT max_ms pg_catalog.float8)
+    OUT total_ms pg_catalog.float8, OUT max_ms pg_catalog.float8,
+    OUT shadow_refused pg_catalog.int8)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rp_stats'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -34,7 +35,7 @@ COMMENT ON FUNCTION @extschema@.rp_stats() IS
 CREATE VIEW @extschema@.rp_stats AS
   SELECT * FROM @extschema@.rp_stats();
 COMMENT ON VIEW @extschema@.rp_stats IS
-  'Calls of each primitive: calls = ok + refused + errors; refused = NULL (not acquired, no longer held) or false (refused, not held)';
+  'Calls of each primitive: calls = ok + refused + errors; refused = NULL (not acquired, no longer held) or false (refused, not held); shadow_refused = rate limit calls admitted in shadow mode that the limit would have refused (counted in ok)';
 
 CREATE FUNCTION @extschema@.rp_stats_reset()
 RETURNS pg_catalog.void
