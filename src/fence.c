@@ -27,7 +27,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
-#define ERRCODE_RP_STALE_FENCE	MAKE_SQLSTATE('R', 'P', '0', '0', '1')
+#include "errcodes.h"
 
 static void rp_fence_misuse(const char *msg) pg_attribute_noreturn();
 

@@ -1,10 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * lock.h
- *		The lease lock: acquire, release, extend, and the session's registry.
+ *		The lease lock: acquire, release, extend, and the session's registry
+ *		of leases.
  *
- * Other primitives that need a lease-shaped lock (leader election) use the
- * key builders here so that every lock of a name shares one fence counter.
+ * Before editing, know this: the registry is keyed by name and every entry
+ * remembers the full Redis key it was taken under, so a later change of
+ * key_prefix never misdirects a release, extend or commit-time check.
+ * Entries enter through rp_registry_add and leave through
+ * rp_registry_remove, nowhere else.
  *
  *-------------------------------------------------------------------------
  */
@@ -13,16 +17,19 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "fmgr.h"
 
-/* Longest lease or wait we accept, in ms (Redis rejects PX past int64 time). */
-#define RP_MAX_TTL_MS	INT64CONST(1000000000000)
+#include "args.h"				/* rp_arg_text, rp_arg_int8, RP_MAX_TTL_MS */
 
 extern void rp_lock_init(void);
 
-/* Argument checks shared by the SQL functions of every primitive. */
-extern text *rp_arg_text(FunctionCallInfo fcinfo, int argno, const char *what);
-extern int64 rp_arg_int8(FunctionCallInfo fcinfo, int argno, const char *what,
-						 int64 min, int64 max);
+/*
+ * The session's live lease on name: true with its fence and local deadline
+ * (expires_at = time the acquire was sent + ttl); false if it holds none, or
+ * only one whose deadline has passed.  No Redis round trip.
+ */
+extern bool rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
+							TimestampTz *expires_at);
 
 #endif							/* RP_LOCK_H */

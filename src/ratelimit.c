@@ -29,7 +29,7 @@
 #include "utils/memutils.h"
 
 #include "conn.h"
-#include "lock.h"
+#include "args.h"
 #include "redis_primitives.h"
 #include "rp_scripts.h"
 

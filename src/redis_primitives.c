@@ -18,8 +18,10 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
+#include "args.h"
 #include "conn.h"
 #include "lock.h"
+#include "orphans.h"
 #include "redis_primitives.h"
 
 PG_MODULE_MAGIC;
@@ -55,6 +57,7 @@ void
 _PG_init(void)
 {
 	rp_conn_init();
+	rp_orphans_init();
 	rp_lock_init();
 	rp_ratelimit_init();
 	rp_election_init();

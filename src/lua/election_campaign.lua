@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- election_campaign.lua: become leader, or renew if already leader.
 --
 -- KEYS[1]  <prefix>{name}:leader  a hash {node, owner, epoch}, PX lease
@@ -19,6 +19,10 @@
 -- and every epoch is higher than anything issued before it.  The epoch is
 -- returned as the counter's string: Lua numbers are doubles and cannot hold
 -- every int64.
+--
+-- allow-oom: a renewal must keep working when Redis is full (maxmemory with
+-- noeviction), or every leader would step down at once; a takeover under
+-- memory pressure writes one small hash and one counter increment.
 local owner = ARGV[3]
 if not owner or owner == '' then owner = ARGV[1] end
 local holder = redis.call('HGET', KEYS[1], 'owner')
