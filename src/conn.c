@@ -629,6 +629,12 @@ rp_open(const char *host, int port, const char *unix_socket, TimestampTz deadlin
 	redisContext *c;
 
 	rp_conn_drop();
+
+	/*
+	 * Not usable until connected and through the handshake: an interrupt
+	 * thrown before then leaves it to be dropped by the next call.
+	 */
+	rp_in_exchange = true;
 	if (!AcquireExternalFD())
 	{
 		return rp_set_failure(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
@@ -774,7 +780,10 @@ rp_handshake(TimestampTz deadline, bool check_role)
 	if (!ok)
 		return false;
 	if (ncmds == 0)
+	{
+		rp_in_exchange = false;
 		return true;
+	}
 	if (!rp_exchange(ncmds, deadline, replies))
 		return false;
 	for (int i = 0; i < ncmds; i++)

@@ -524,12 +524,11 @@ rp_verify_at_commit(void)
 }
 
 /*
- * Release unsettled acquires (see rp_unsettled): at a transaction end once
- * Redis has not timed out since, or at backend exit (always).  At exit,
- * what cannot be released is handed to the background worker.  Never throws.
+ * Release unsettled acquires (see rp_unsettled) at a transaction end, once
+ * Redis has answered a lock call since they were recorded.  Never throws.
  */
 static void
-rp_unsettled_release(bool at_exit)
+rp_unsettled_release(void)
 {
 	RpLease   **live;
 	bool	   *answered;
@@ -537,7 +536,7 @@ rp_unsettled_release(bool at_exit)
 	dlist_mutable_iter it;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (rp_nunsettled == 0 || (!at_exit && !rp_redis_answered))
+	if (rp_nunsettled == 0 || !rp_redis_answered)
 		return;
 	live = palloc(sizeof(RpLease *) * rp_nunsettled);
 	answered = palloc0(sizeof(bool) * rp_nunsettled);
@@ -552,17 +551,8 @@ rp_unsettled_release(bool at_exit)
 	}
 	(void) rp_release_leases(live, n, true, answered);
 	for (int i = 0; i < n; i++)
-	{
-		if (at_exit)
-		{
-			if (!answered[i])
-				rp_orphans_handoff(live[i]->key, live[i]->keylen, live[i]->token,
-								   live[i]->expires_at);
+		if (answered[i] && ++live[i]->tries >= 2)
 			rp_unsettled_forget(live[i]);
-		}
-		else if (answered[i] && ++live[i]->tries >= 2)
-			rp_unsettled_forget(live[i]);
-	}
 }
 
 static void
@@ -601,7 +591,7 @@ rp_xact_callback(XactEvent event, void *arg)
 			if (in_error_recursion_trouble())
 				break;
 			rp_release_xact(InvalidSubTransactionId);
-			rp_unsettled_release(false);
+			rp_unsettled_release();
 			break;
 		default:
 			break;
@@ -645,24 +635,36 @@ rp_exit_callback(int code, Datum arg)
 	RpLease   **all;
 	bool	   *answered;
 	int			n = 0;
+	long		max = rp_nunsettled;
+	dlist_iter	it;
+	TimestampTz now = GetCurrentTimestamp();
 
-	if (rp_held != NULL && hash_get_num_entries(rp_held) > 0)
+	if (rp_held != NULL)
+		max += hash_get_num_entries(rp_held);
+	if (max > 0)
 	{
-		TimestampTz now = GetCurrentTimestamp();
-
-		all = palloc(sizeof(RpLease *) * hash_get_num_entries(rp_held));
-		hash_seq_init(&seq, rp_held);
-		while ((l = hash_seq_search(&seq)) != NULL)
+		/* One round trip (per slot) for the held and the unsettled alike. */
+		all = palloc(sizeof(RpLease *) * max);
+		answered = palloc0(sizeof(bool) * max);
+		if (rp_held != NULL)
+		{
+			hash_seq_init(&seq, rp_held);
+			while ((l = hash_seq_search(&seq)) != NULL)
+				if (l->expires_at > now)
+					all[n++] = l;
+		}
+		dlist_foreach(it, &rp_unsettled)
+		{
+			l = dlist_container(RpLease, node, it.cur);
 			if (l->expires_at > now)
 				all[n++] = l;
-		answered = palloc0(sizeof(bool) * Max(n, 1));
+		}
 		(void) rp_release_leases(all, n, true, answered);
 		for (int i = 0; i < n; i++)
 			if (!answered[i])
 				rp_orphans_handoff(all[i]->key, all[i]->keylen, all[i]->token,
 								   all[i]->expires_at);
 	}
-	rp_unsettled_release(true);
 	rp_conn_reset();
 }
 
