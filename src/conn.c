@@ -579,11 +579,15 @@ rp_read_password_file(void)
 	f = AllocateFile(rp_password_file, "r");
 	if (f == NULL)
 	{
-		(void) rp_set_failure(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-								 "could not connect to Redis",
-								 psprintf("could not open redis_primitives.password_file \"%s\": %m.",
-									 rp_password_file),
-								 NULL);
+		/* The SQLSTATE errcode_for_file_access() would give. */
+		int			sqlstate = (errno == ENOENT || errno == ENOTDIR) ? ERRCODE_UNDEFINED_FILE
+			: (errno == EACCES || errno == EPERM) ? ERRCODE_INSUFFICIENT_PRIVILEGE
+			: ERRCODE_IO_ERROR;
+
+		(void) rp_set_failure(sqlstate,
+							  psprintf("could not open redis_primitives.password_file \"%s\": %m",
+									   rp_password_file),
+							  NULL, NULL);
 		return NULL;
 	}
 	if (fgets(buf, sizeof(buf), f) == NULL)
