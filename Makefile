@@ -28,6 +28,11 @@ REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 ISOLATION    = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 
+# Tests that need several servers (a standby, a second node, Sentinel, TLS):
+# t/*.pl on PostgreSQL::Test::Cluster, with our Redis helper in t/lib.  Each
+# test starts its own PostgreSQL nodes and Redis; t/README.md says more.
+TAP_TESTS    = 1
+
 PG_CPPFLAGS  = -I$(srcdir)/src
 # Warnings for everyone; errors only where the project itself builds (make
 # test, CI: scripts/lib.sh passes RP_WERROR=-Werror), so a user's newer
@@ -39,6 +44,8 @@ PG_CONFIG   ?= pg_config
 PGXS        := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+PG_PROVE_FLAGS += -I $(srcdir)/t/lib
+
 $(EXTENSION)--$(EXT_VERSION).sql: $(SQL_PARTS)
 	cat $^ > $@
 
@@ -49,12 +56,29 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench soak-memory
+.PHONY: test demo bench deb bench-track soak-memory
 test:
 	bash scripts/test.sh
 soak-memory:
 	bash scripts/soak-memory.sh
+# Build the Debian package, install it into the system PostgreSQL 15 and run
+# installcheck against it (root, Debian 12; see docs/lifecycle.md).
+deb:
+	bash scripts/deb.sh
 demo:
 	bash scripts/demo.sh
 bench:
 	bash bench/run.sh
+
+# Mutation testing (test/mutation/run.sh, docs/testing.md): every mutant
+# breaks one rule of the extension in a scratch copy and the suites it names
+# must fail.  The full list takes long; the sample is a few fast ones for CI.
+.PHONY: mutation mutation-sample
+mutation:
+	bash test/mutation/run.sh
+mutation-sample:
+	bash test/mutation/run.sh --sample
+
+# What rp_stats costs: track on vs off in alternating rounds (bench/track.sh).
+bench-track:
+	bash bench/track.sh

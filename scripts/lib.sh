@@ -8,7 +8,7 @@
 
 RP_PACKAGES="build-essential postgresql-15 postgresql-server-dev-15 libhiredis-dev
 redis-server redis-tools redis-sentinel postgresql-15-pgtap
-libtap-parser-sourcehandler-pgtap-perl"
+libtap-parser-sourcehandler-pgtap-perl libipc-run-perl prometheus-postgres-exporter curl"
 
 RP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -97,10 +97,12 @@ rp_stop_redis() {  # port
 rp_stop_servers() {
 	[ -n "${RP_TMP:-}" ] && [ -d "$RP_TMP" ] || return 0
 	local f
-	for f in "$RP_TMP"/*/postmaster.pid; do
+	# our servers, and the nodes and Redis servers a t/*.pl test left behind
+	# when it was killed
+	for f in "$RP_TMP"/*/postmaster.pid "$RP_TMP"/tap/tmp_check/*/pgdata/postmaster.pid; do
 		[ -f "$f" ] && rp_as_pg pg_ctl -D "$(dirname "$f")" -m immediate stop >/dev/null 2>&1
 	done
-	for f in "$RP_TMP"/redis-*.pid; do
+	for f in "$RP_TMP"/redis-*.pid "$RP_TMP"/tap/tmp_check/*/redis.pid; do
 		[ -f "$f" ] || continue
 		local pid; pid=$(cat "$f"); kill -CONT "$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null
 	done

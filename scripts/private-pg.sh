@@ -17,5 +17,9 @@ share=$(pg_config --sharedir)        # /usr/share/postgresql/15
 mkdir -p "$dir$(dirname "$pgroot")" "$dir$(dirname "$share")"
 cp -a "$pgroot" "$dir$(dirname "$pgroot")/"
 cp -a "$share" "$dir$(dirname "$share")/"
+# The server headers too: the copy's pg_config names them relative to itself.
+include=$(dirname "$(pg_config --includedir)")   # /usr/include
+mkdir -p "$dir$include"
+cp -a "$(pg_config --includedir)" "$dir$include/"
 chmod -R a+rX "$dir"
 echo "export PG_CONFIG=$dir$bindir/pg_config"

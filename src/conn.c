@@ -45,6 +45,7 @@
 #include "utils/timestamp.h"
 
 #include "conn.h"
+#include "stats.h"
 
 /* Settings.  All PGC_SUSET: a plain user must not redirect the server. */
 static char *rp_host = NULL;
@@ -527,7 +528,10 @@ rp_wait(int events, TimestampTz deadline)
 		CHECK_FOR_INTERRUPTS();
 		timeout_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 		if (timeout_ms <= 0)
+		{
+			rp_stats_conn_event(RP_EVENT_TIMEOUT);
 			return false;
+		}
 		if (WaitEventSetWait(rp_waitset, timeout_ms, &ev, 1, PG_WAIT_EXTENSION) == 0)
 			continue;			/* timed out: the deadline check decides */
 		if (ev.events & WL_LATCH_SET)
@@ -633,6 +637,7 @@ rp_open(const char *host, int port, const char *unix_socket, TimestampTz deadlin
 	redisContext *c;
 
 	rp_conn_drop();
+	rp_stats_conn_event(RP_EVENT_CONNECT);
 
 	/*
 	 * Not usable until connected and through the handshake: an interrupt
@@ -642,9 +647,9 @@ rp_open(const char *host, int port, const char *unix_socket, TimestampTz deadlin
 	if (!AcquireExternalFD())
 	{
 		return rp_set_failure(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-								 "could not connect to Redis",
-								 "There are too many open files on the local server.",
-								 "Raise the server's max_files_per_process setting.");
+							  "could not connect to Redis",
+							  "There are too many open files on the local server.",
+							  "Raise the server's max_files_per_process setting.");
 	}
 	/* Name resolution inside hiredis is the one step not under the latch. */
 	if (unix_socket && unix_socket[0])
@@ -1150,6 +1155,8 @@ rp_append_script(const char *verb, const char *body, int nkeys,
 	int			n = 0;
 	bool		ok;
 
+	if (strcmp(verb, "EVAL") == 0)
+		rp_stats_conn_event(RP_EVENT_NOSCRIPT);	/* only sent after NOSCRIPT */
 	snprintf(nk, sizeof(nk), "%d", nkeys);
 	av[n] = verb;
 	al[n++] = strlen(verb);
@@ -1507,6 +1514,7 @@ rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 	RESUME_INTERRUPTS();
 	if (ok)
 		return reply;
+	rp_stats_quiet_error(st.sqlstate);
 	*errmsg_out = st.detail ? psprintf("%s: %s", st.message, st.detail)
 		: pstrdup(st.message ? st.message : "Redis call failed");
 	return NULL;

@@ -37,6 +37,7 @@
 #include "elector.h"
 #include "redis_primitives.h"
 #include "rp_scripts.h"
+#include "stats.h"
 
 void
 rp_election_init(void)
@@ -51,9 +52,7 @@ rp_election_init(void)
  */
 
 /* rp_campaign(name, node_id, lease_ms) -> epoch, or NULL when another leads */
-PG_FUNCTION_INFO_V1(rp_campaign);
-Datum
-rp_campaign(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_campaign, RP_PRIM_CAMPAIGN, RP_OUT_NULL_REFUSED)
 {
 	text	   *name = rp_arg_text(fcinfo, 0, "election name");
 	text	   *node = rp_arg_text(fcinfo, 1, "node_id");
@@ -74,9 +73,7 @@ rp_campaign(PG_FUNCTION_ARGS)
 }
 
 /* rp_resign(name, node_id) -> true when node_id led and no longer does */
-PG_FUNCTION_INFO_V1(rp_resign);
-Datum
-rp_resign(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_resign, RP_PRIM_RESIGN, RP_OUT_FALSE_REFUSED)
 {
 	text	   *name = rp_arg_text(fcinfo, 0, "election name");
 	text	   *node = rp_arg_text(fcinfo, 1, "node_id");
@@ -108,9 +105,7 @@ rp_ask_leader(text *name)
 }
 
 /* rp_is_leader(name, node_id) -> does node_id lead, according to Redis now */
-PG_FUNCTION_INFO_V1(rp_is_leader_node);
-Datum
-rp_is_leader_node(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_is_leader_node, RP_PRIM_LEADER, RP_OUT_PLAIN)
 {
 	text	   *name = rp_arg_text(fcinfo, 0, "election name");
 	text	   *node = rp_arg_text(fcinfo, 1, "node_id");
@@ -122,9 +117,7 @@ rp_is_leader_node(PG_FUNCTION_ARGS)
 }
 
 /* rp_leader(name) -> (node_id, epoch, ttl_ms), all NULL when nobody leads */
-PG_FUNCTION_INFO_V1(rp_leader);
-Datum
-rp_leader(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_leader, RP_PRIM_LEADER, RP_OUT_PLAIN)
 {
 	text	   *name = rp_arg_text(fcinfo, 0, "election name");
 	RpReply    *r = rp_ask_leader(name);
@@ -219,7 +212,8 @@ rp_elections_list(PG_FUNCTION_ARGS)
 		nulls[6] = s->last_renewal == 0;
 		values[7] = CStringGetTextDatum(s->last_error);
 		nulls[7] = s->last_error[0] == '\0';
-		values[8] = CStringGetTextDatum(s->leading ? "leader" : "follower");
+		values[8] = CStringGetTextDatum(s->standby ? "standby" :
+										s->leading ? "leader" : "follower");
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

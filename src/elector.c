@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -54,6 +55,7 @@
 #include "elector.h"
 #include "orphans.h"
 #include "rp_scripts.h"
+#include "stats.h"
 
 /* How long a resignation may take at shutdown or on a reload. */
 #define RP_RESIGN_TIMEOUT_MS	500
@@ -264,7 +266,12 @@ rp_elector_init(void)
 	/* Registered even with no elections: a reload can add some. */
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	/*
+	 * Started on a hot standby too: there it publishes its elections as
+	 * "standby" (rp_is_leader(name) is false, not an unknown election) and
+	 * campaigns from the moment the server is promoted.
+	 */
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 1;
 	strlcpy(worker.bgw_library_name, "redis_primitives", BGW_MAXLEN);
 	strlcpy(worker.bgw_function_name, "rp_elector_main", BGW_MAXLEN);
@@ -384,6 +391,7 @@ rp_step_down(RpElectionState *s, const char *reason)
 	s->leading = false;
 	s->epoch = 0;
 	s->leader_since = 0;
+	rp_notify_leadership(s->name, s->node_id, epoch, false);
 	ereport(LOG,
 			(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
 			 errmsg("redis_primitives elector: stepped down from \"%s\" (epoch " INT64_FORMAT ")",
@@ -565,6 +573,9 @@ rp_campaign_once(RpElectionState *s)
 	sent = GetCurrentTimestamp();
 	r = rp_elector_eval(&rp_script_election_campaign, 2, keys, 3, argv,
 						(int) Max(Min(believe, (int64) INT_MAX), 1), &err);
+	rp_stats_record(RP_PRIM_ELECTOR_RENEW, rp_elector_clock_us() - sent_us,
+					r == NULL ? RP_OUTCOME_ERROR : r->type != RP_REPLY_STRING ?
+					RP_OUTCOME_REFUSED : RP_OUTCOME_OK, rp_stats_quiet_sqlstate());
 	if (r == NULL)
 	{
 		rp_set_error(s, err);
@@ -601,11 +612,48 @@ rp_campaign_once(RpElectionState *s)
 		s->leading = true;
 		s->epoch = epoch;
 		s->leader_since = GetCurrentTimestamp();
+		rp_notify_leadership(s->name, s->node_id, epoch, true);
 		ereport(LOG,
 				(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
 				 errmsg("redis_primitives elector: elected leader of \"%s\" as \"%s\" with epoch " INT64_FORMAT,
 						s->name, s->node_id, epoch)));
 	}
+}
+
+/*
+ * A server in recovery never campaigns: it is a copy of a primary that may
+ * lead under the same settings, and its tables cannot take a leader's writes
+ * anyway.  Mark every election "standby", with the reason, and publish when
+ * that changed; returns true while in recovery.  A promotion clears the mark
+ * and the caller campaigns at once.
+ */
+static bool
+rp_standby_check(void)
+{
+	bool		in_recovery = RecoveryInProgress();
+	bool		changed = false;
+
+	for (int i = 0; i < rp_nmine; i++)
+	{
+		RpElectionState *s = &rp_mine[i];
+
+		if (s->standby == in_recovery)
+			continue;
+		s->standby = in_recovery;
+		rp_set_error(s, in_recovery ?
+					 "this server is a hot standby: the elector campaigns once it is promoted" : NULL);
+		changed = true;
+	}
+	if (changed)
+	{
+		rp_publish();
+		if (!in_recovery)
+			ereport(LOG,
+					(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
+					 errmsg("redis_primitives elector: the server left recovery, campaigning for %d election(s)",
+							rp_nmine)));
+	}
+	return in_recovery;
 }
 
 static void
@@ -647,6 +695,7 @@ rp_elector_main(Datum main_arg)
 	rp_shared->nslots = 0;
 	LWLockRelease(rp_shared->lock);
 	before_shmem_exit(rp_elector_exit, (Datum) 0);
+	rp_stats_set_default(RP_PRIM_ELECTOR_RENEW);
 
 	rp_orphans_set_worker();
 	rp_load_list();
@@ -664,6 +713,22 @@ rp_elector_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 			rp_load_list();
 			next_us = rp_elector_clock_us();
+		}
+
+		/*
+		 * A hot standby looks for its promotion every renew interval, and at
+		 * least every second.
+		 */
+		if (rp_standby_check())
+		{
+			int			rc;
+
+			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						   Min(rp_election_renew_ms, 1000), PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			next_us = rp_elector_clock_us();
+			continue;
 		}
 
 		now_us = rp_elector_clock_us();

@@ -44,6 +44,7 @@ typedef struct RpElectionState
 	TimestampTz valid_until;	/* wall-clock copy of valid_until_us */
 	TimestampTz last_renewal;	/* when the last successful campaign was sent */
 	char		last_error[RP_ELECTION_ERROR_MAX];
+	bool		standby;		/* the server is in recovery: not campaigning */
 } RpElectionState;
 
 /* Settings always; shared memory and the worker only when preloaded. */

@@ -46,6 +46,7 @@
 #include "lock.h"
 #include "orphans.h"
 #include "rp_scripts.h"
+#include "stats.h"
 
 #define RP_TOKEN_BYTES	16
 #define RP_TOKEN_LEN	(RP_TOKEN_BYTES * 2)
@@ -244,6 +245,7 @@ rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
 		rp_nxact++;
 	if (l->verify)
 		rp_nverify++;
+	rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
 	return l;
 }
 
@@ -259,6 +261,7 @@ rp_registry_remove(RpLease *l)
 		rp_nxact--;
 	if (l->verify)
 		rp_nverify--;
+	rp_locks_unpublish(l);
 	/* The hash key points at the name: free it only once the entry is out. */
 	hash_search(rp_held, &k, HASH_REMOVE, NULL);
 	pfree(name);
@@ -1010,16 +1013,12 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	}
 }
 
-PG_FUNCTION_INFO_V1(rp_acquire);
-Datum
-rp_acquire(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_acquire, RP_PRIM_ACQUIRE, RP_OUT_NULL_REFUSED)
 {
 	return rp_acquire_common(fcinfo, false);
 }
 
-PG_FUNCTION_INFO_V1(rp_acquire_xact);
-Datum
-rp_acquire_xact(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_acquire_xact, RP_PRIM_ACQUIRE_XACT, RP_OUT_NULL_REFUSED)
 {
 	return rp_acquire_common(fcinfo, true);
 }
@@ -1104,9 +1103,7 @@ rp_lease_of(text *name, text *token, bool *mine)
 	return l;
 }
 
-PG_FUNCTION_INFO_V1(rp_release_lease);
-Datum
-rp_release_lease(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_release_lease, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 {
 	text	   *name;
 	text	   *token;
@@ -1126,9 +1123,7 @@ rp_release_lease(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(released);
 }
 
-PG_FUNCTION_INFO_V1(rp_release_name);
-Datum
-rp_release_name(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_release_name, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 {
 	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
 	RpLease    *mine = rp_registry_find(VARDATA_ANY(name_t),
@@ -1142,9 +1137,7 @@ rp_release_name(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(released);
 }
 
-PG_FUNCTION_INFO_V1(rp_release_all);
-Datum
-rp_release_all(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_release_all, RP_PRIM_RELEASE_ALL, RP_OUT_PLAIN)
 {
 	HASH_SEQ_STATUS seq;
 	RpLease    *l;
@@ -1164,9 +1157,7 @@ rp_release_all(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(released);
 }
 
-PG_FUNCTION_INFO_V1(rp_extend);
-Datum
-rp_extend(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_extend, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 {
 	text	   *name;
 	text	   *token;
@@ -1199,13 +1190,13 @@ rp_extend(PG_FUNCTION_ARGS)
 	}
 	l->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
 	/* The registry's fence, not whatever the caller passed. */
-	if (!mine)
+	if (mine)
+		rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
+	else
 		l->fence = fence;
 	PG_RETURN_DATUM(rp_make_lease(fcinfo, l));
 }
-PG_FUNCTION_INFO_V1(rp_lock_info);
-Datum
-rp_lock_info(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_lock_info, RP_PRIM_LOCK_INFO, RP_OUT_PLAIN)
 {
 	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
 	const char *name = VARDATA_ANY(name_t);

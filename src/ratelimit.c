@@ -32,6 +32,7 @@
 #include "args.h"
 #include "redis_primitives.h"
 #include "rp_scripts.h"
+#include "stats.h"
 
 /*
  * The scripts compute in integers scaled by window_ms, up to a few times
@@ -376,9 +377,7 @@ rp_rl_record(FunctionCallInfo fcinfo, const RpRlResult *res)
  * ------------------------------------------------------------------------
  */
 
-PG_FUNCTION_INFO_V1(rp_ratelimit);
-Datum
-rp_ratelimit(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_ratelimit, rp_stats_ratelimit_prim(fcinfo, 4), RP_OUT_FALSE_REFUSED)
 {
 	RpRlResult	res;
 
@@ -386,9 +385,7 @@ rp_ratelimit(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(res.allowed);
 }
 
-PG_FUNCTION_INFO_V1(rp_ratelimit_consume);
-Datum
-rp_ratelimit_consume(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_ratelimit_consume, rp_stats_ratelimit_prim(fcinfo, 4), RP_OUT_RECORD_REFUSED)
 {
 	RpRlResult	res;
 
@@ -396,9 +393,7 @@ rp_ratelimit_consume(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(rp_rl_record(fcinfo, &res));
 }
 
-PG_FUNCTION_INFO_V1(rp_ratelimit_peek);
-Datum
-rp_ratelimit_peek(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_ratelimit_peek, RP_PRIM_RATELIMIT_PEEK, RP_OUT_RECORD_REFUSED)
 {
 	RpRlResult	res;
 
@@ -407,9 +402,7 @@ rp_ratelimit_peek(PG_FUNCTION_ARGS)
 }
 
 /* Delete the key of every algorithm; true if any existed. */
-PG_FUNCTION_INFO_V1(rp_ratelimit_reset);
-Datum
-rp_ratelimit_reset(PG_FUNCTION_ARGS)
+RP_TRACKED_FUNCTION(rp_ratelimit_reset, RP_PRIM_RATELIMIT_RESET, RP_OUT_PLAIN)
 {
 	text	   *key = rp_arg_text(fcinfo, 0, "rate limit key");
 	RpArg		keys[RP_RL_NALGORITHMS];

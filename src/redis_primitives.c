@@ -23,6 +23,7 @@
 #include "lock.h"
 #include "orphans.h"
 #include "redis_primitives.h"
+#include "stats.h"
 
 PG_MODULE_MAGIC;
 
@@ -61,6 +62,7 @@ _PG_init(void)
 	rp_lock_init();
 	rp_ratelimit_init();
 	rp_election_init();
+	rp_stats_init();
 
 	MarkGUCPrefixReserved("redis_primitives");
 

@@ -16,6 +16,11 @@ CREATE TABLE @extschema@.rp_fenced_store (
 COMMENT ON TABLE @extschema@.rp_fenced_store IS
   'A fenced key-value store: a write carrying a lower fence token than the stored one is refused';
 
+-- The store's rows are data, not part of the extension's definition: mark the
+-- table so that pg_dump dumps its rows (1.0 did not, and a restore lost every
+-- row and every fence with them, letting a stale writer's token in again).
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.rp_fenced_store', '');
+
 -- The store is an ordinary fenced table: the same trigger, in 'skip' mode.
 CREATE TRIGGER rp_fenced_store_guard
   BEFORE INSERT OR UPDATE ON @extschema@.rp_fenced_store

@@ -27,7 +27,10 @@ SELECT ok(rp_resign('tap-job', 'b'), 'b resigns too');
 
 -- A deposed leader.  a leads with a short lease and writes.
 CREATE TEMP TABLE epochs (node text PRIMARY KEY, epoch bigint);
-INSERT INTO epochs SELECT 'a', rp_campaign('tap-sched', 'a', 100);
+INSERT INTO epochs SELECT 'a', rp_campaign('tap-sched', 'a', 300);
+-- The naive twin checks "am I the leader?" and writes when the answer was
+-- yes.  a checks now, then stalls past its lease; b is elected and writes.
+CREATE TEMP TABLE a_checked AS SELECT rp_is_leader('tap-sched', 'a') AS leads;
 CREATE TEMP TABLE naive_schedule (id int PRIMARY KEY, owner text, epoch bigint);
 CREATE TEMP TABLE fenced_schedule (id int PRIMARY KEY, owner text, epoch bigint);
 CREATE TRIGGER fence BEFORE INSERT OR UPDATE ON fenced_schedule
@@ -38,7 +41,7 @@ SELECT ok(rp_fenced_write('tap-sched', '"a"', (SELECT epoch FROM epochs WHERE no
           'the leader''s write is accepted');
 
 -- a stalls past its lease; b is elected and writes with its epoch.
-SELECT pg_sleep(0.3);
+SELECT pg_sleep(0.4);
 INSERT INTO epochs SELECT 'b', rp_campaign('tap-sched', 'b', 10000);
 SELECT ok((SELECT epoch FROM epochs WHERE node = 'b') > (SELECT epoch FROM epochs WHERE node = 'a'),
           'b is elected after a''s lease lapsed, with a higher epoch');
@@ -48,9 +51,10 @@ UPDATE naive_schedule SET owner = 'b', epoch = (SELECT epoch FROM epochs WHERE n
 UPDATE fenced_schedule SET owner = 'b', epoch = (SELECT epoch FROM epochs WHERE node = 'b');
 
 -- a wakes up, still believing it leads, and writes with its old epoch.
-UPDATE naive_schedule SET owner = 'a', epoch = (SELECT epoch FROM epochs WHERE node = 'a');
-SELECT is((SELECT owner FROM naive_schedule), 'a',
-          'naive: a table without the epoch check lets the deposed leader overwrite the new one');
+UPDATE naive_schedule SET owner = 'a', epoch = (SELECT epoch FROM epochs WHERE node = 'a')
+  WHERE (SELECT leads FROM a_checked);
+SELECT is((SELECT leads || '/' || owner FROM a_checked, naive_schedule), 'true/a',
+          'naive: a checked it led, stalled, wrote anyway, and overwrote the new leader');
 SELECT is(rp_fenced_write('tap-sched', '"a"', (SELECT epoch FROM epochs WHERE node = 'a')), false,
           'rp_fenced_write refuses the deposed leader''s epoch');
 SELECT is((SELECT value FROM rp_fenced_read('tap-sched')), '"b"'::jsonb,

@@ -34,19 +34,23 @@ SELECT is(rp_release((SELECT l FROM lease WHERE who = 'A')), false,
           'A''s release deletes nothing: the key is B''s');
 SELECT is(rp_release((SELECT l FROM lease WHERE who = 'B')), true, 'B releases its own lease');
 
--- Case 2: the same sequence against a table without the trigger clobbers.
+-- Case 2: the naive twin.  A does what a careful user without fencing does:
+-- it checks that it still holds its lease (rp_extend succeeds only for the
+-- holder) and writes when the check said yes.  The pause falls between the
+-- check and the write, as a GC pause or a slow network would.
 TRUNCATE lease;
 INSERT INTO lease SELECT 'A', rp_acquire('account-42', 200);
+CREATE TEMP TABLE a_checked AS SELECT rp_extend((SELECT l FROM lease WHERE who = 'A'), 200) IS NOT NULL AS still_mine;
 SELECT pg_sleep(0.22);
 INSERT INTO lease SELECT 'B', rp_acquire('account-42', 10000);
 UPDATE account_plain SET balance = 50, fence_token = (SELECT (l).fence FROM lease WHERE who = 'B') WHERE id = 42;
 SELECT pg_sleep(0.13);
-SELECT lives_ok(
-  format('UPDATE account_plain SET balance = 90, fence_token = %s WHERE id = 42',
-         (SELECT (l).fence FROM lease WHERE who = 'A')),
-  'without the trigger A''s stale write goes through');
+UPDATE account_plain SET balance = 90, fence_token = (SELECT (l).fence FROM lease WHERE who = 'A')
+  WHERE id = 42 AND (SELECT still_mine FROM a_checked);
+SELECT is((SELECT still_mine FROM a_checked), true,
+          'naive: A checked that it still held its lease before writing');
 SELECT is((SELECT balance FROM account_plain WHERE id = 42), 90,
-          'without the trigger B''s value is silently clobbered');
+          'naive: after the pause A writes anyway, and B''s value is silently clobbered');
 SELECT rp_release_all();
 
 -- Case 3: the honest limit.  Fencing orders writes; it does not detect
@@ -55,13 +59,11 @@ TRUNCATE lease;
 INSERT INTO lease SELECT 'A', rp_acquire('account-42', 200);
 SELECT pg_sleep(0.22);
 INSERT INTO lease SELECT 'B', rp_acquire('account-42', 10000);
-SELECT lives_ok(
-  format('UPDATE account SET balance = 70, fence_token = %s WHERE id = 42',
-         (SELECT (l).fence FROM lease WHERE who = 'A')),
+UPDATE account SET balance = 70, fence_token = (SELECT (l).fence FROM lease WHERE who = 'A') WHERE id = 42;
+SELECT is((SELECT balance FROM account WHERE id = 42), 70,
   'A''s stale write lands when B has not written yet (the honest limit)');
-SELECT lives_ok(
-  format('UPDATE account SET balance = 60, fence_token = %s WHERE id = 42',
-         (SELECT (l).fence FROM lease WHERE who = 'B')),
+UPDATE account SET balance = 60, fence_token = (SELECT (l).fence FROM lease WHERE who = 'B') WHERE id = 42;
+SELECT is((SELECT balance FROM account WHERE id = 42), 60,
   'B''s later write is accepted over it');
 SELECT throws_ok(
   format('UPDATE account SET balance = 80, fence_token = %s WHERE id = 42',
@@ -85,10 +87,10 @@ INSERT INTO lease SELECT 'C', rp_acquire('ledger', 10000, 0,
   (SELECT max(fence_token) FROM account));
 SELECT cmp_ok((SELECT (l).fence FROM lease WHERE who = 'C'), '>', 500::bigint,
               'with floor taken from the table, the token is above every token the table has seen');
-SELECT lives_ok(
-  format('UPDATE account SET balance = 1, fence_token = %s WHERE id = 42',
-         (SELECT (l).fence FROM lease WHERE who = 'C')),
-  'and the new holder''s write is accepted');
+UPDATE account SET balance = 1, fence_token = (SELECT (l).fence FROM lease WHERE who = 'C') WHERE id = 42;
+SELECT is((SELECT balance || '/' || fence_token FROM account WHERE id = 42),
+          '1/' || (SELECT (l).fence FROM lease WHERE who = 'C'),
+  'and the new holder''s write is accepted: the row holds its value and token');
 SELECT rp_release_all();
 
 SELECT * FROM finish();

@@ -1,7 +1,7 @@
 -- The lock's own failures: release discipline, waiting, lock_timeout, and
 -- Redis forgetting its scripts.
 BEGIN;
-SELECT plan(17);
+SELECT plan(20);
 
 CREATE TEMP TABLE lease (who text PRIMARY KEY, l rp_lease);
 
@@ -16,15 +16,19 @@ SELECT is((rp_lock_info('job-7')).held, true, 'B still holds the lock');
 SELECT is(rp_acquire('job-7', 1000), NULL, 'a third worker is kept out');
 SELECT rp_release_all();
 
--- The naive twin: A cleans up with a plain DEL and a third worker walks in.
+-- The naive twin: the release a user writes first, a plain DEL of the key.
+-- The same expiry: A's cleanup runs after B took the lock.
+CREATE FUNCTION pg_temp.naive_release(name text) RETURNS text LANGUAGE sql
+  AS $$ SELECT rp_test.redis('DEL', rp_test.key(name, 'lock')) $$;
 TRUNCATE lease;
 INSERT INTO lease SELECT 'A', rp_acquire('job-8', 200);
 SELECT pg_sleep(0.25);
 INSERT INTO lease SELECT 'B', rp_acquire('job-8', 10000);
-SELECT rp_test.redis('DEL', rp_test.key('job-8', 'lock'));
+SELECT is(pg_temp.naive_release('job-8'), '1',
+          'naive: A''s plain-DEL release deletes a key although A''s lease had expired: B''s');
 INSERT INTO lease SELECT 'C', rp_acquire('job-8', 10000);
 SELECT ok((SELECT l FROM lease WHERE who = 'C') IS NOT NULL,
-          'with a plain DEL for cleanup, a third worker acquires while B still works');
+          'naive: so a third worker acquires while B still works');
 SELECT rp_release_all();
 
 -- wait_ms: acquires once the holder's lease expires ...
@@ -63,6 +67,16 @@ SELECT rp_acquire('again', 10000);
 SELECT is((SELECT count(*) FROM rp_leases() WHERE name = 'again'), 1::bigint,
           're-acquiring an expired name leaves one lease in rp_leases()');
 SELECT ok(rp_release('again'), 'and rp_release(name) releases the live one');
+
+-- floor is compared as a number, not as text: over a counter at 9, a floor
+-- of 10 wins ('9' > '10' as strings), and a floor of 8 does not.
+SELECT rp_test.redis('SET', rp_test.key('floor-num', 'fence'), '9');
+SELECT is((rp_acquire('floor-num', 10000, 0, 10)).fence, 11::bigint,
+          'floor 10 over a counter at 9: the token is 11 (compared as numbers)');
+SELECT rp_release('floor-num');
+SELECT is((rp_acquire('floor-num', 10000, 0, 8)).fence, 12::bigint,
+          'floor 8 under a counter at 11: the counter goes on (12)');
+SELECT rp_release('floor-num');
 
 SELECT * FROM finish();
 ROLLBACK;

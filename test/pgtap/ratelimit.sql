@@ -17,7 +17,7 @@
 -- test/scenarios/ratelimit_concurrency.sh.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(37);
+SELECT plan(35);
 
 -- The traffic of the reference test: 5 requests at the end of one 1000 ms
 -- window and 5 at the start of the next, 104 ms from first to last.
@@ -98,10 +98,9 @@ SELECT cmp_ok(pg_temp.max_in_span('gcra', 1000), '<=', 5::bigint,
   'gcra: at most 5 in any 1000 ms span of it');
 
 -- ---- 2. INCR then EXPIRE: a crash between the two round trips ---------------
--- The naive limiter's first round trip succeeds, then the process dies.
-SELECT is(rp_test.redis('INCR', 'naive:crash'), '1', 'naive: the counter was incremented');
-SELECT is(rp_test.redis('PTTL', 'naive:crash'), '-1',
-  'naive: a crash between INCR and EXPIRE leaves a counter that never expires (PTTL -1)');
+-- (The naive limiter killed between INCR and EXPIRE, leaving a counter that
+-- never expires, is test/scenarios/ratelimit_concurrency.sh: it takes a real
+-- backend to kill.)
 -- Ours writes and sets the TTL inside one script: there is no "between".
 SET LOCAL redis_primitives.ratelimit_clock_ms = '0';
 CREATE TEMP TABLE fresh AS

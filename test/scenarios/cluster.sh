@@ -9,7 +9,7 @@
 # every node at once, and a resharding under load without a failed call.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 16
+plan 18
 
 PORTS=()
 for i in 1 2 3; do
@@ -25,11 +25,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_for() {  # seconds condition...
-	local n=$(( $1 * 10 )) i; shift
-	for i in $(seq "$n"); do eval "$*" && return 0; sleep 0.1; done
-	return 1
-}
 cluster_ok() {
 	local p
 	for p in "${PORTS[@]}"; do
@@ -57,7 +52,7 @@ fi
 # ---- our CRC16 is Redis' ------------------------------------------------------
 keys=(foo bar "{user1000}.following" "{user1000}.followers" "foo{}{bar}" "foo{{bar}}zap" "foo{bar}{zap}"
 	"{}" "a}b{c" "rp:{account-42}:lock" "rp:{account-42}:fence" "rp:{k}:rl:gcra" "x{y")
-for i in $(seq 1 40); do keys+=("rp:{name-$i}:lock" "key:$RANDOM:$i"); done
+for i in $(seq 1 40); do keys+=("rp:{name-$i}:lock" "key:$(( (i * 7919) % 100000 )):$i"); done
 mismatch=0
 for k in "${keys[@]}"; do
 	ours=$(q "SELECT rp_key_slot(\$\$${k}\$\$)")
@@ -157,4 +152,22 @@ is "$(q "SELECT count(*) FROM (SELECT fence, lag(fence) OVER (PARTITION BY name 
 	"every name's tokens went on from where they were: the counters moved with their slots"
 is "$(q "SELECT (rp_acquire('$n1', 1000)).fence")" "$(q "SELECT max(fence) + 1 FROM clu_log WHERE name = '$n1'")" \
 	"a new session goes to the new owner and continues the counter"
+# ---- ASK, deterministically: a slot left half-moved by hand -------------------
+# The name's slot is MIGRATING on its owner and IMPORTING on another master,
+# and its keys are not on the owner yet: the owner answers ASK, and the call
+# must follow it to the importing node with ASKING.
+ask=$(q "SELECT n FROM (SELECT 'ask-' || i AS n FROM generate_series(1, 200000) i) s WHERE rp_key_slot('rp:{' || n || '}:lock') = 100 LIMIT 1")
+src=${PORTS[1]} dst=${PORTS[0]}     # slot 100 moved to the second master above
+redis-cli -p "$dst" cluster setslot 100 importing "$(redis-cli -p "$src" cluster myid)" >/dev/null
+redis-cli -p "$src" cluster setslot 100 migrating "$(redis-cli -p "$dst" cluster myid)" >/dev/null
+# Move what the slot holds (the filler, the counter of the name above) first.
+for k in $(redis-cli -p "$src" cluster getkeysinslot 100 5000); do
+	redis-cli -p "$src" migrate 127.0.0.1 "$dst" "$k" 0 5000 >/dev/null
+done
+a0=$(stat "$dst" asking)
+is "$(q "SELECT held::text || '/' || coalesce(last_fence::text, 'none') FROM rp_lock_info('$ask')" 2>&1)" "false/none" \
+	"a call meeting a slot mid-migration gets its answer (ASK followed)"
+cmp_ok "$(( $(stat "$dst" asking) - a0 ))" -ge 1 "the importing node saw ASKING: the redirection was followed, not MOVED after the move"
+dst_id=$(redis-cli -p "$dst" cluster myid)
+for p in "$dst" "$src"; do redis-cli -p "$p" cluster setslot 100 node "$dst_id" >/dev/null; done   # finish the move
 finish

@@ -14,28 +14,8 @@ LEASE=400 RENEW=100 MARGIN=100
 ELECTION=job
 OBS=rp_election    # observer database on the runner's server
 
-# ---- TAP -----------------------------------------------------------------
-T=0
-ok() {  # ok <exit status> description
-	local rc=$1; shift
-	T=$((T + 1))
-	if [ "$rc" -eq 0 ]; then echo "ok $T - $*"; else echo "not ok $T - $*"; fi
-}
-is() {  # is got want description
-	T=$((T + 1))
-	if [ "$1" == "$2" ]; then echo "ok $T - $3"
-	else echo "not ok $T - $3"; echo "#   got: '$1'"; echo "#   expected: '$2'"; fi
-}
-cmp() {  # cmp a op b description   (numbers; op one of < <= > >= ==)
-	T=$((T + 1))
-	if [ -n "$1" ] && [ -n "$3" ] && awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }"; then
-		echo "ok $T - $4"
-	else
-		echo "not ok $T - $4"; echo "#   '$1' $2 '$3' is false"
-	fi
-}
-diag() { echo "# $*"; }
-now_ms() { date +%s%3N; }
+# ---- TAP: the one dialect of every scenario (tap.bash) --------------------
+source "$(dirname "${BASH_SOURCE[0]}")/tap.bash"
 
 # ---- nodes ---------------------------------------------------------------
 # A node "n1" of election_failover.sh lives in $RP_TMP/election_failover-n1
@@ -181,10 +161,20 @@ setup_observer() {
 
 # Start sampling in the background: sample_start run a b seconds
 sample_start() {
-	local conn_a="host=$RP_TMP port=${NODE_PORT[$2]} dbname=postgres user=postgres"
-	local conn_b="host=$RP_TMP port=${NODE_PORT[$3]} dbname=postgres user=postgres"
+	local conn_a="host=$RP_TMP port=${NODE_PORT[$2]} dbname=postgres user=postgres application_name=rp_sampler"
+	local conn_b="host=$RP_TMP port=${NODE_PORT[$3]} dbname=postgres user=postgres application_name=rp_sampler"
 	osql "SELECT sample('$1', '$conn_a', '$conn_b', $4, 2)" >"$RP_TMP/sample-$1.out" 2>&1 &
 	SAMPLER=$!
+}
+
+# Wait until the sampler is connected to its second node (so it is sampling),
+# then let it take a few samples: on a loaded machine, connecting may take
+# longer than any fixed sleep.
+wait_sampler() {  # second node
+	local node=$1
+	wait_for 20 '[ "$(nsql "$node" "SELECT count(*) FROM pg_stat_activity WHERE application_name = '"'rp_sampler'"'")" -ge 1 ]' ||
+		diag "the sampler did not connect to $1"
+	sleep 0.3
 }
 
 # Stats of one run, relative to t0 (epoch ms); prints "name=value" lines.

@@ -9,7 +9,7 @@
 # with a reload, or its elector process frozen with SIGSTOP.
 source "$(dirname "$0")/election.bash"
 
-echo "1..20"
+plan 23
 trap stop_nodes EXIT
 
 start_node n1
@@ -27,6 +27,14 @@ is "$(nsql n2 "SELECT node_id || ' ' || epoch FROM rp_leader('$ELECTION')")" "n1
 is "$(nsql n2 "SELECT coalesce(rp_campaign('$ELECTION', 'n1', 1)::text, 'NULL') || ' ' || rp_resign('$ELECTION', 'n1')::text")" "NULL false" \
 	"an SQL campaign or resign naming n1 cannot touch the term n1's elector holds"
 is "$(nsql n2 "SELECT ttl_ms > 1 FROM rp_leader('$ELECTION')")" "t" "and the lease was not shortened"
+# The deadline is counted from the renewal's send, not its reply: exactly
+# lease - margin after last_renewal (a deadline from the reply is later by
+# the round trip).  Two tries: the row may be read between two updates.
+for try in 1 2; do
+	d=$(nsql n1 "SELECT extract(epoch FROM valid_until - last_renewal) * 1000 FROM rp_elections() WHERE name = '$ELECTION'")
+	[ "$(awk -v d="$d" 'BEGIN { print d + 0 }')" = $(( LEASE - MARGIN )) ] && break
+done
+is "$(awk -v d="$d" 'BEGIN { print d + 0 }')" "$(( LEASE - MARGIN ))" "n1 believes until its renewal's send + lease - margin, to the microsecond"
 
 # ---- clean handover: the leader's server stops ---------------------------
 nsql n2 "SELECT wait_leader(true, 5000)" >"$RP_TMP/h1.out" &
@@ -34,16 +42,22 @@ waiter=$!
 sleep 0.3
 t0=$(now_ms)
 rp_stop_pg "$(ndir n1)" fast
+t_stopped=$(now_ms)
+# Read at once: the term n1 held is gone (or already n2's), not left to expire.
+owner_after_stop=$(redis hget "$(key "$ELECTION" leader)" node)
 wait $waiter
 t1=$(cut -d. -f1 "$RP_TMP/h1.out")
 handover=${t1:+$(( t1 - t0 ))}
+after_stop=${t1:+$(( t1 - t_stopped ))}
 ok $([ -n "$t1" ]; echo $?) "n2 takes over when n1 stops"
 diag "handover (leader's server stopped) $handover ms (reference: 27 ms)"
-cmp "$handover" "<" 1000 "handover within a few renew intervals ($RENEW ms), not a lease later"
+diag "n2 led $after_stop ms after pg_ctl stop returned"
+# From the stop's return, not its start: a loaded machine may take longer to
+# stop a server than the lease lasts.
+cmp "$after_stop" "<" "$LEASE" "n2 led within one lease of n1's server having stopped"
 grep -q 'stepped down from "job".*' "$(nlog n1)" && grep -q 'the server is shutting down' "$(nlog n1)"
 ok $? "n1 logged that it stepped down because the server was shutting down"
-grep -q 'could not resign' "$(nlog n1)"
-ok $([ $? -ne 0 ]; echo $?) "n1 resigned in Redis (no 'could not resign' warning)"
+ok $([ "$owner_after_stop" != n1 ]; echo $?) "n1 resigned in Redis: right after its server stopped, the leader key was not n1's (got '$owner_after_stop')"
 
 # ---- clean handover: the leader drops the election on reload -------------
 start_node n1
@@ -53,12 +67,16 @@ waiter=$!
 sleep 0.3
 t0=$(now_ms)
 nsql n2 "ALTER SYSTEM SET redis_primitives.elections = ''" && nsql n2 "SELECT pg_reload_conf()" >/dev/null
+# The elector resigns before it drops the row: once the row is gone, the
+# term in Redis must not be n2's any more.
+wait_for 10 '[ "$(nsql n2 "SELECT count(*) FROM rp_elections()")" = 0 ]'
+owner_after_reload=$(redis hget "$(key "$ELECTION" leader)" node)
 wait $waiter
 t1=$(cut -d. -f1 "$RP_TMP/h2.out")
 resign=${t1:+$(( t1 - t0 ))}
 ok $([ -n "$t1" ]; echo $?) "n1 takes over when n2 drops the election on reload"
 diag "handover (election dropped on reload, elector resigns) $resign ms"
-cmp "$resign" "<" 1000 "that handover is quick too"
+ok $([ "$owner_after_reload" != n2 ]; echo $?) "n2's elector resigned in Redis before it dropped the election (owner then: '$owner_after_reload')"
 err=$(nsql n2 "SELECT rp_is_leader('$ELECTION')" 2>&1)
 [[ "$err" == *'is not run by this server'* ]]
 ok $? "n2's rp_is_leader('$ELECTION') is now an error, not false"
@@ -93,3 +111,20 @@ cmp "$(node_epoch n2)" ">" "$epoch1" "n2 leads with a higher epoch"
 sleep 0.5
 is "$(nsql n1 "SELECT state || ' ' || is_leader FROM rp_elections()")|$(nsql n2 "SELECT rp_is_leader('$ELECTION')")" \
 	"follower false|t" "after thawing, n1 follows and n2 leads"
+
+# ---- stepping down ends the belief at once, not at the deadline -----------
+# The term is taken from n2 behind its back (an intruder's term written over
+# its key, for 1.5 s); n2's next renewal finds another holder and steps down.  Polled every 2 ms,
+# n2 never says is_leader once its state is no longer leader.
+nsql n2 "SELECT count(*) FILTER (WHERE bad) || ' ' || count(*) FILTER (WHERE NOT lead)
+         FROM (SELECT (SELECT state <> 'leader' AND is_leader FROM rp_elections() WHERE name = '$ELECTION' AND g > 0) AS bad,
+                      (SELECT state = 'leader' FROM rp_elections() WHERE name = '$ELECTION' AND g > 0) AS lead,
+                      pg_sleep(0.002) FROM generate_series(1, 500) g) s" >"$RP_TMP/stepdown.out" &
+poller=$!
+sleep 0.2
+redis eval "redis.call('DEL', KEYS[1]); redis.call('HSET', KEYS[1], 'node', 'intruder', 'owner', 'intruder', 'epoch', '999999'); return redis.call('PEXPIRE', KEYS[1], 1500)" \
+	1 "$(key "$ELECTION" leader)" >/dev/null
+wait $poller
+read -r bad follower_samples <"$RP_TMP/stepdown.out"
+cmp_ok "${follower_samples:-}" -gt 0 "n2 stepped down when another holder took the term from under it"
+is "${bad:-}" "0" "and from that sample on, n2's rp_is_leader was false: stepping down cleared the deadline"

@@ -31,14 +31,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-n=0
-check() {  # description command...
-	local desc=$1; shift
-	n=$((n + 1))
-	if "$@"; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; fi
-}
-
-q() { psql -X -At -q -c "$1"; }
+source "$(dirname "$0")/tap.bash"
+RACES=0
 
 # Wait until at most $1 client backends are connected (the previous race's
 # backends may still be exiting after their psql has gone).
@@ -75,7 +69,8 @@ SQL
 # race NAME SQLFILE CALLERS LIMIT ALG: sets ADMITTED and ANSWERED.
 race() {
 	local name=$1 sql=$2 callers=$3 limit=$4 alg=$5
-	local lock=$((100000 + n)) i waiting pids=()
+	local lock=$((100000 + RACES)) i waiting pids=()
+	RACES=$((RACES + 1))
 
 	wait_backends "$BASELINE" || echo "# previous backends still connected"
 	rm -f "$WORK/ctl"; mkfifo "$WORK/ctl"
@@ -114,7 +109,7 @@ race() {
 	echo "# $name: $ADMITTED of $callers admitted against a limit of $limit ($alg)"
 }
 
-echo "1..17"
+plan 19
 # Backends that other suites left behind are not ours to wait for.
 q "SELECT '# already connected: ' || coalesce(application_name, '') || ' ' || left(query, 60) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
 BASELINE=$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'")
@@ -122,26 +117,23 @@ BASELINE=$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client
 # ---- The naive client-side sliding window: 100 callers, limit 5 -------------
 race naive-100 naive.sql 100 5 naive
 naive=$ADMITTED
-check "naive three-round-trip sliding window: all 100 callers answered" [ "$ANSWERED" -eq 100 ]
-check "naive three-round-trip sliding window admits far more than 5 of 100 (admitted $naive)" [ "$naive" -gt 5 ]
-check "naive: its sorted set agrees: $naive members recorded" \
-	[ "$(redis-cli -p "$REDIS_PORT" zcard naive-100)" -eq "$naive" ]
+cmp_ok "$ANSWERED" -eq 100 "naive three-round-trip sliding window: all 100 callers answered"
+cmp_ok "$naive" -gt 5 "naive three-round-trip sliding window admits far more than 5 of 100 (admitted $naive)"
+cmp_ok "$(redis-cli -p "$REDIS_PORT" zcard naive-100)" -eq "$naive" "naive: its sorted set agrees: $naive members recorded"
 
 # ---- Ours, the same race: exactly the limit ---------------------------------
 for alg in sliding_log sliding_window gcra; do
 	race "conc-$alg-100" ours.sql 100 5 "$alg"
-	check "$alg: all 100 callers answered" [ "$ANSWERED" -eq 100 ]
-	check "$alg: exactly 5 of 100 concurrent callers admitted against a limit of 5 (naive: $naive)" \
-		[ "$ADMITTED" -eq 5 ]
+	cmp_ok "$ANSWERED" -eq 100 "$alg: all 100 callers answered"
+	cmp_ok "$ADMITTED" -eq 5 "$alg: exactly 5 of 100 concurrent callers admitted against a limit of 5 (naive: $naive)"
 done
-check "sliding_log: the sorted set holds exactly the 5 admitted" \
-	[ "$(redis-cli -p "$REDIS_PORT" zcard "$(q "LOAD 'redis_primitives'; SELECT rp_test.key('conc-sliding_log-100', 'rl:sliding_log')")")" -eq 5 ]
+cmp_ok "$(redis-cli -p "$REDIS_PORT" zcard "$(q "LOAD 'redis_primitives'; SELECT rp_test.key('conc-sliding_log-100', 'rl:sliding_log')")")" -eq 5 \
+	"sliding_log: the sorted set holds exactly the 5 admitted"
 
 for alg in sliding_log sliding_window gcra; do
 	race "conc-$alg-200" ours.sql 200 50 "$alg"
-	check "$alg: all 200 callers answered" [ "$ANSWERED" -eq 200 ]
-	check "$alg: exactly 50 of 200 concurrent callers admitted against a limit of 50" \
-		[ "$ADMITTED" -eq 50 ]
+	cmp_ok "$ANSWERED" -eq 200 "$alg: all 200 callers answered"
+	cmp_ok "$ADMITTED" -eq 50 "$alg: exactly 50 of 200 concurrent callers admitted against a limit of 50"
 done
 
 # Every key the races left has a TTL (and there are six of them).
@@ -151,5 +143,26 @@ no_ttl=0
 for k in $keys; do
 	[ "$(redis-cli -p "$REDIS_PORT" pttl "$k")" -gt 0 ] || no_ttl=$((no_ttl + 1))
 done
-check "all $(echo "$keys" | grep -c .) rate-limit keys the races left have a TTL" \
-	[ "$(echo "$keys" | grep -c .)" -eq 6 -a "$no_ttl" -eq 0 ]
+is "$(echo "$keys" | grep -c .) keys, $no_ttl without a TTL" "6 keys, 0 without a TTL" \
+	"every rate-limit key the races left (six) has a TTL"
+# ---- The naive limiter killed between its two round trips --------------------
+# INCR, then EXPIRE: the backend running it is terminated in between (a
+# crash, a deploy, an OOM kill), and the counter is left without a TTL.
+psql -X -q -c "SET application_name = 'naive-crash'" \
+	-c "DO \$\$ BEGIN PERFORM rp_test.redis('INCR', 'naive:crash'); PERFORM pg_sleep(30);
+	    PERFORM rp_test.redis('PEXPIRE', 'naive:crash', '60000'); END \$\$" >/dev/null 2>&1 &
+crash=$!
+wait_for 10 '[ "$(redis-cli -p "$REDIS_PORT" get naive:crash)" = 1 ]'
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'naive-crash'" >/dev/null
+wait $crash
+is "$(redis-cli -p "$REDIS_PORT" get naive:crash)|$(redis-cli -p "$REDIS_PORT" pttl naive:crash)" "1|-1" \
+	"naive: killed between INCR and EXPIRE, the counter is left with no TTL (PTTL -1): it never resets"
+# Ours, killed at any point, writes and sets the TTL inside one script.
+q "SELECT rp_ratelimit('crash-ours', 5, 60000, 1, a) FROM unnest('{sliding_log,sliding_window,gcra}'::text[]) a" >/dev/null
+no_ttl=0
+for k in $(redis-cli -p "$REDIS_PORT" --scan --pattern "*crash-ours*"); do
+	[ "$(redis-cli -p "$REDIS_PORT" pttl "$k")" -gt 0 ] || no_ttl=$((no_ttl + 1))
+done
+is "$(redis-cli -p "$REDIS_PORT" --scan --pattern "*crash-ours*" | grep -c .)/$no_ttl" "3/0" \
+	"ours: each algorithm's key has its TTL from the same script that wrote it"
+finish

@@ -19,14 +19,9 @@ export PGDATABASE=rp_test
 WORK=$(mktemp -d /tmp/rl_on_error.XXXXXX)
 chmod 755 "$WORK"
 
-free_port() {
-	local p
-	while :; do
-		p=$(( 20000 + RANDOM % 20000 ))
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-	done
-}
-PORT=$(free_port)
+source "$(dirname "$0")/tap.bash"
+source "$(dirname "$0")/../../scripts/lib.sh"
+PORT=$(rp_free_port)
 
 # Start (or restart) the private Redis and wait for it to answer.
 cat > "$WORK/start-redis" <<EOF
@@ -53,7 +48,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$WORK/start-redis" || { echo "1..0 # SKIP could not start a private Redis"; exit 0; }
+# Not a skip: a skip would drop every check below while the run passes.
+"$WORK/start-redis" || { echo "Bail out! could not start a private Redis on port $PORT"; exit 1; }
 
 # \! runs a shell without psql's variable interpolation: pass what it needs in
 # the environment.
@@ -132,41 +128,43 @@ SQL
 # line STEP: the output line for a step, without its "STEP|" prefix.
 line() { grep -m1 "^$1|" "$WORK/out" | cut -d'|' -f2-; }
 
-n=0 failed=0
-check() {  # description expected actual
-	n=$((n + 1))
-	if [ "$2" = "$3" ]; then echo "ok $n - $1"
-	else echo "not ok $n - $1"; echo "#   expected '$2', got '$3'"; failed=1; fi
-}
-
-echo "1..16"
-check "Redis up: a request is admitted" "true" "$(line up)"
+plan 16
+is "$(line up)" "true" \
+	"Redis up: a request is admitted"
 err=$(line error-mode)
-check "Redis stopped, on_error = error: the call fails with SQLSTATE class 08 (got $err)" "08" "${err:0:2}"
-check "on_error = allow: consume is allowed; remaining, reset_after_ms unknown (NULL), retry_after_ms 0" \
-	"true|null|0|null" "$(line allow-consume)"
-check "on_error = allow: peek is allowed too" "true|null|0|null" "$(line allow-peek)"
-check "on_error = allow: rp_ratelimit returns true" "true" "$(line allow-bool)"
-check "on_error = allow: each of the 4 answers (3 here, the stall below) comes with a WARNING" "4" \
-	"$(grep -c 'WARNING:  Redis could not be reached: rate limit on "oe" allowed' "$WORK/out")"
-check "on_error = allow: cost > max_requests is still refused (retry -1)" \
-	"false|null|-1|null" "$(line allow-never)"
-check "on_error = allow: a bad argument is still 22023, not allowed" "22023" "$(line allow-bad-window)"
-check "naive fail-open (EXCEPTION WHEN OTHERS): the same bad argument is silently allowed" \
-	"true" "$(line naive-bad-window)"
+is "${err:0:2}" "08" \
+	"Redis stopped, on_error = error: the call fails with SQLSTATE class 08 (got $err)"
+is "$(line allow-consume)" "true|null|0|null" \
+	"on_error = allow: consume is allowed; remaining, reset_after_ms unknown (NULL), retry_after_ms 0"
+is "$(line allow-peek)" "true|null|0|null" \
+	"on_error = allow: peek is allowed too"
+is "$(line allow-bool)" "true" \
+	"on_error = allow: rp_ratelimit returns true"
+is "$(grep -c 'WARNING:  Redis could not be reached: rate limit on "oe" allowed' "$WORK/out")" "4" \
+	"on_error = allow: each of the 4 answers (3 here, the stall below) comes with a WARNING"
+is "$(line allow-never)" "false|null|-1|null" \
+	"on_error = allow: cost > max_requests is still refused (retry -1)"
+is "$(line allow-bad-window)" "22023" \
+	"on_error = allow: a bad argument is still 22023, not allowed"
+is "$(line naive-bad-window)" "true" \
+	"naive fail-open (EXCEPTION WHEN OTHERS): the same bad argument is silently allowed"
 err=$(line allow-reset)
-check "on_error = allow: rp_ratelimit_reset still raises the connection error (got $err)" "08" "${err:0:2}"
-check "on_error = deny: consume is denied; nothing but the answer is known (all NULL)" \
-	"false|null|null|null" "$(line deny-consume)"
-check "on_error = deny: rp_ratelimit returns false; the 2 denials (and the never above) came with a WARNING" "false|3" \
-	"$(line deny-bool)|$(grep -c 'WARNING:  Redis could not be reached: rate limit on "oe" denied' "$WORK/out")"
-check "Redis back: the same session gets a real answer (a fresh Redis: 4 remaining)" \
-	"true|4|0|60000" "$(line back)"
-check "Redis stalled past command_timeout (08006): answered by allow" "true|null|0|null" "$(line stall)"
-check "Redis stalled and statement_timeout fires: 57014 is raised even with on_error = allow" \
-	"57014" "$(line stall-cancel)"
-check "after the stall, the session reconnects and answers from Redis" "true" "$(line after-stall)"
+is "${err:0:2}" "08" \
+	"on_error = allow: rp_ratelimit_reset still raises the connection error (got $err)"
+is "$(line deny-consume)" "false|null|null|null" \
+	"on_error = deny: consume is denied; nothing but the answer is known (all NULL)"
+is "$(line deny-bool)|$(grep -c 'WARNING:  Redis could not be reached: rate limit on "oe" denied' "$WORK/out")" "false|3" \
+	"on_error = deny: rp_ratelimit returns false; the 2 denials (and the never above) came with a WARNING"
+is "$(line back)" "true|4|0|60000" \
+	"Redis back: the same session gets a real answer (a fresh Redis: 4 remaining)"
+is "$(line stall)" "true|null|0|null" \
+	"Redis stalled past command_timeout (08006): answered by allow"
+is "$(line stall-cancel)" "57014" \
+	"Redis stalled and statement_timeout fires: 57014 is raised even with on_error = allow"
+is "$(line after-stall)" "true" \
+	"after the stall, the session reconnects and answers from Redis"
 
-if [ "$failed" -ne 0 ]; then
+if [ "$_tap_failed" -ne 0 ]; then
 	echo "# session output:"; sed 's/^/#   /' "$WORK/out"
 fi
+finish

@@ -24,7 +24,7 @@
 # Default: 5,000 calls per type (55,000 in all).  RP_FUZZ_LONG=1: 100,000 per
 # type (1,100,000 in all).
 source "$(dirname "$0")/tap.bash"
-plan 20
+plan 21
 
 if [ "${RP_FUZZ_LONG:-0}" = 1 ]; then N=100000; else N=5000; fi
 BATCH=5000 WARM=5000
@@ -45,14 +45,8 @@ rss() { awk '/^VmRSS:/ {print $2}' "/proc/$pid/status"; }
 nfd() { ls "/proc/$pid/fd" | wc -l; }
 
 # A dead port: free now, nothing listens on it.
-dead_port() {
-	local p
-	while :; do
-		p=$(( 20000 + RANDOM % 12000 ))
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-	done
-}
-DEAD=$(dead_port)
+source "$(dirname "$0")/../../scripts/lib.sh"
+DEAD=$(rp_free_port)
 
 session_q s "SELECT rp_campaign('mem-election', 'mem-node', 600000)" >/dev/null
 is "$(session_q s "CREATE TEMP TABLE lease AS SELECT rp_acquire('mem-extend-' || pg_backend_pid(), 600000) AS l; SELECT count(l) FROM lease")" "1" \
@@ -69,7 +63,7 @@ declare -A body=(
 	[ratelimit_sliding_window]="PERFORM rp_ratelimit_consume('mem-' || (i % 50), 1000, 1000, 1, 'sliding_window');"
 	[ratelimit_gcra]="PERFORM rp_ratelimit_peek('mem-' || (i % 50), 1000, 1000, 1, 'gcra'); PERFORM rp_ratelimit('mem-' || (i % 50), 1000, 1000, 1, 'gcra');"
 	[campaign]="PERFORM rp_campaign('mem-election', 'mem-node', 600000);"
-	[fenced_write]="PERFORM rp_fenced_write('mem-' || (i % 50), jsonb_build_object('i', i), i);"
+	[fenced_write]="IF NOT rp_fenced_write('mem-' || (i % 50), jsonb_build_object('i', i), (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) THEN RAISE EXCEPTION 'fenced write refused'; END IF;"
 	[error_bad_input]="BEGIN PERFORM rp_acquire(NULL, 1000); EXCEPTION WHEN null_value_not_allowed THEN NULL; END; BEGIN PERFORM rp_ratelimit('k', 0, 1000); EXCEPTION WHEN invalid_parameter_value THEN NULL; END;"
 	[error_redis_reply]="BEGIN PERFORM rp_ratelimit('mem-wrongtype', 10, 1000, 1, 'gcra'); EXCEPTION WHEN external_routine_exception THEN NULL; END;"
 	[error_unreachable]="BEGIN PERFORM rp_lock_info('mem'); EXCEPTION WHEN sqlclient_unable_to_establish_sqlconnection THEN NULL; END;"
@@ -144,10 +138,15 @@ fd_round() {  # how many of each: port flips, client kills, timeouts
 	session_q s "SELECT current_setting('rp_test.reconnects')"
 }
 fd_round 2 2 1 >/dev/null        # warm-up: every path once
-fd0=$(nfd)
+conns() { redis info stats | tr -d '\r' | sed -n 's/^total_connections_received://p'; }
+fd0=$(nfd) c0=$(conns)
 out=$(fd_round 100 80 20)
-fd1=$(nfd)
+fd1=$(nfd) c1=$(conns)
 is "$out" "200" "200 forced reconnects: 100 dead-port, 80 CLIENT KILL, 20 timeouts"
+# Counted by Redis, not by the loop: the backend connected again after each
+# flip back (100), each kill (80) and each timeout (20); redis-cli connected
+# once per kill and per DEBUG SLEEP (100).
+cmp_ok "$((c1 - c0))" -ge 300 "Redis saw the backend reconnect every time: $((c1 - c0)) new connections, 300 expected"
 # PostgreSQL's own cache of open relation files may close or open a few;
 # a descriptor leaked per reconnect would add 200.
 cmp_ok "$fd1" -le $((fd0 + 5)) "the backend's open file descriptors: $fd0 before, $fd1 after 200 reconnects"
@@ -164,8 +163,7 @@ is "$(ss -tnp state established "( dport = :$REDIS_PORT )" | grep -c "pid=$pid,"
 # password_file that cannot be read (58P01) once must not leave a connected,
 # unauthenticated context that every later call reuses (NOAUTH, 28000) even
 # after the file is there.  A private Redis with a password, on a free port.
-source "$(dirname "$0")/../../scripts/lib.sh"
-PWPORT=$(dead_port) PWFILE=$RP_TMP/resources-pw
+PWPORT=$(rp_free_port) PWFILE=$RP_TMP/resources-pw
 rm -f "$PWFILE"
 rp_start_redis "$PWPORT" --requirepass pw-Resources1 >/dev/null
 session_q s "SET redis_primitives.port = $PWPORT; SET redis_primitives.password_file = '$PWFILE'" >/dev/null

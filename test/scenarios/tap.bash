@@ -20,10 +20,17 @@ is() {  # got expected description
 	if [ "$1" = "$2" ]; then echo "ok $_tap_n - $3"
 	else echo "not ok $_tap_n - $3"; echo "#   got:      '$1'"; echo "#   expected: '$2'"; _tap_failed=$((_tap_failed + 1)); fi
 }
-cmp_ok() {  # a op b description   (integers)
+cmp_ok() {  # a op b description   (integers; an empty or non-numeric side fails)
 	_tap_n=$((_tap_n + 1))
-	if [ "$1" "$2" "$3" ]; then echo "ok $_tap_n - $4"
-	else echo "not ok $_tap_n - $4"; echo "#   $1 $2 $3 is false"; _tap_failed=$((_tap_failed + 1)); fi
+	if [ "$1" "$2" "$3" ] 2>/dev/null; then echo "ok $_tap_n - $4"
+	else echo "not ok $_tap_n - $4"; echo "#   '$1' $2 '$3' is false"; _tap_failed=$((_tap_failed + 1)); fi
+}
+cmp() {  # a op b description   (numbers, decimals too; op one of < <= > >= ==; an empty side fails)
+	_tap_n=$((_tap_n + 1))
+	if [[ "$1" =~ ^-?[0-9]+(\.[0-9]+)?$ && "$3" =~ ^-?[0-9]+(\.[0-9]+)?$ ]] &&
+		awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }"; then
+		echo "ok $_tap_n - $4"
+	else echo "not ok $_tap_n - $4"; echo "#   '$1' $2 '$3' is false"; _tap_failed=$((_tap_failed + 1)); fi
 }
 
 # q SQL...: run statements in one session, print unaligned tuples only.
@@ -40,6 +47,16 @@ q_state() {
 	if [ -z "$out" ]; then echo OK; else echo "$out" | sed -n 's/^.*ERROR:  *\([0-9A-Z]\{5\}\).*$/\1/p' | head -1; fi
 }
 now_ms() { date +%s%3N; }
+# wait_for SECONDS CONDITION...: evaluate the condition (a command line, as
+# for eval) every 0.1 s until it holds (status 0) or SECONDS have passed (1).
+wait_for() {
+	local end=$(( $(now_ms) + $1 * 1000 )); shift
+	while :; do
+		eval "$*" && return 0
+		[ "$(now_ms)" -ge "$end" ] && return 1
+		sleep 0.1
+	done
+}
 redis() { redis-cli -p "$REDIS_PORT" "$@"; }
 key() { echo "rp:{$1}:$2"; }
 

@@ -28,8 +28,10 @@ out=$(session_q s "BEGIN; SAVEPOINT a; SELECT (rp_acquire_xact('x4', 30000)).fen
 is "$(echo $out)" "t f 0" "taken in a subtransaction that rolls back: released at the rollback"
 out=$(session_q s "SAVEPOINT b; SELECT (rp_acquire_xact('x4b', 30000)).fence IS NOT NULL; RELEASE b; SELECT (rp_lock_info('x4b')).held; COMMIT; SELECT (rp_lock_info('x4b')).held")
 is "$(echo $out)" "t t f" "taken in a subtransaction that commits: held until the top-level COMMIT"
-session_q s "DO \$\$ BEGIN BEGIN PERFORM rp_acquire_xact('x5', 30000); PERFORM 1/0; EXCEPTION WHEN division_by_zero THEN NULL; END; END \$\$" >/dev/null
-is "$(held x5)" "f" "taken in a PL/pgSQL block whose exception was caught: released with the block"
+# Inside an open transaction, checked before COMMIT: the commit would release
+# the lease anyway, so only this shows the block's own release.
+out=$(session_q s "BEGIN; DO \$\$ BEGIN BEGIN PERFORM rp_acquire_xact('x5', 30000); PERFORM 1/0; EXCEPTION WHEN division_by_zero THEN NULL; END; END \$\$; SELECT (rp_lock_info('x5')).held; SELECT count(*) FROM rp_leases(); COMMIT")
+is "$(echo $out)" "f 0" "taken in a PL/pgSQL block whose exception was caught: released with the block, before the transaction ends"
 out=$(session_q s "BEGIN; SELECT (rp_acquire_xact('xp', 30000)).fence IS NOT NULL; PREPARE TRANSACTION 'rp_px'; SELECT (rp_lock_info('xp')).held")
 is "$(echo $out)" "t ERROR: 0A000 f" "PREPARE TRANSACTION with an xact lease is refused (0A000), and the lease released with the abort"
 out=$(session_q s "BEGIN; SELECT (rp_acquire('x6', 30000)).fence IS NOT NULL; ROLLBACK; SELECT (rp_lock_info('x6')).held; SELECT rp_release('x6')")
@@ -40,13 +42,13 @@ is "$(echo $out)" "t t t" "a session lease (rp_acquire) survives ROLLBACK, like 
 q "CREATE TABLE IF NOT EXISTS ledger (entry text)" "TRUNCATE ledger" >/dev/null
 lost_lease() {  # verify label
 	session_q s "BEGIN; SELECT rp_acquire_xact('x7', 300, 0, 0, $1) IS NOT NULL; INSERT INTO ledger VALUES ('$2'); SELECT pg_sleep(0.4)" >/dev/null
-	q "SELECT (rp_acquire('x7', 30000)).fence IS NOT NULL" >/dev/null   # a second holder
+	second=$(q "SELECT (rp_acquire('x7', 30000)).fence IS NOT NULL")   # a second holder
 	session_q s "COMMIT"
 	q "SELECT rp_release_all()" >/dev/null
 }
-out=$(lost_lease false naive)
-is "$out" "" "without verify_at_commit, the transaction commits after its lease was lost"
-is "$(q "SELECT count(*) FROM ledger WHERE entry = 'naive'")" "1" "and its write landed while another holder had the lock"
+lost_lease false naive >"$RP_TMP/naive.out"
+is "$(cat "$RP_TMP/naive.out")|$(q "SELECT count(*) FROM ledger WHERE entry = 'naive'")" "|1" "without verify_at_commit, the transaction commits after its lease was lost"
+is "$second" "t" "and a second holder had acquired the lock before that commit: the naive write landed under someone else's lease"
 q "SELECT rp_test.redis('DEL', rp_test.key('x7', 'lock'))" >/dev/null
 out=$(lost_lease true verified)
 is "$out" "ERROR:  RP002" "with verify_at_commit, COMMIT fails with RP002"
@@ -60,11 +62,13 @@ session_q s "BEGIN; SELECT rp_acquire_xact('x8', 2000) IS NOT NULL" >/dev/null
 kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
 t=$(now_ms); out=$(session_q s "COMMIT"); el=$(( $(now_ms) - t ))
 kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
-echo "$out" | grep -q "^WARNING"; ok $? "COMMIT with Redis hung: a WARNING, not an error"
+echo "$out" | grep -q "^WARNING" && ! echo "$out" | grep -q "ERROR"; ok $? "COMMIT with Redis hung: a WARNING, not an error"
 cmp_ok "$el" -lt 3000 "and the commit is not held up past the cleanup deadline ($el ms)"
 is "$(session_q s "SELECT count(*) FROM rp_leases()")" "0" "the session no longer believes it holds the lease"
-sleep 2
-is "$(held x8)" "f" "the TTL was the safety net"
+# Redis may still run the buffered release when it wakes; if it did not, the
+# lease is bounded by its TTL: the key is gone, or carries a TTL <= 2 s.
+ttl=$(redis pttl "$(key x8 lock)")
+ok $([ "$ttl" -eq -2 ] || { [ "$ttl" -gt 0 ] && [ "$ttl" -le 2000 ]; }; echo $?) "the lease left in Redis is bounded by its TTL (pttl $ttl)"
 session_q s "SET statement_timeout = '300ms'" >/dev/null
 t=$(now_ms); out=$(session_q s "SELECT pg_sleep(3)"); el=$(( $(now_ms) - t ))
 is "$out" "ERROR:  57014" "interrupts still work after a failed cleanup ($el ms)"

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Leadership notifications: the elector's every change of belief is NOTIFYed
+# on redis_primitives.leader_channel as JSON, and sending it never delays a
+# renewal or a step-down.
+#
+# The naive twin is an elector that NOTIFYs in its own transaction.  NOTIFY
+# takes a database-wide lock at commit; a session committing a NOTIFY while
+# it waits for a synchronous standby holds that lock for as long as the
+# standby is away.  The naive elector's commit waits behind it, its next
+# renewal never comes, and its leadership lapses.  Ours keeps renewing and
+# stepping down on time while its notifier waits, then sends what queued.
+#
+# The same server (one restart at the end) tests the bound of rp_locks and
+# a notifier whose database does not exist.
+source "$(dirname "$0")/tap.bash"
+source "$(dirname "$0")/../../scripts/lib.sh"
+plan 15
+
+port=$(rp_free_port)
+rm -rf "$RP_TMP/obs_notify" "$RP_TMP/obslis.in"
+rp_start_pg obs_notify "$port" "redis_primitives.node_id = 'obs-n1'
+redis_primitives.election_lease = 1500
+redis_primitives.election_renew = 250
+redis_primitives.election_margin = 300
+redis_primitives.elector_database = 'postgres'
+redis_primitives.leader_channel = 'rp_leader'
+redis_primitives.max_tracked_leases = 3"
+qn() { psql -X -At -q -v ON_ERROR_STOP=1 -p "$port" -d postgres "$@"; }
+qn -c "CREATE EXTENSION redis_primitives" -c "CREATE TABLE obs_blk (i int)" >/dev/null
+
+# The listener, then the election (so that the first win is heard).
+PGPORT=$port RP_DB=postgres session_open obslis
+session_q obslis "LISTEN rp_leader" >/dev/null
+: >"$RP_TMP/obs_notes"
+notes() {  # poll the listener until n notifications arrived (10 s at most)
+	local i
+	for i in $(seq 100); do
+		session_q obslis "SELECT 1" | grep -o 'payload "{.*}"' | sed 's/^payload "//; s/"$//' >>"$RP_TMP/obs_notes"
+		[ "$(wc -l <"$RP_TMP/obs_notes")" -ge "$1" ] && break
+		sleep 0.1
+	done
+	cat "$RP_TMP/obs_notes"
+}
+field() { qn -c "SELECT '$1'::json->>'$2'"; }
+qn -c "ALTER SYSTEM SET redis_primitives.elections = 'obs-job'" -c "SELECT pg_reload_conf()" >/dev/null
+first=$(notes 1 | head -1)
+epoch=$(qn -c "SELECT epoch FROM rp_elections() WHERE name = 'obs-job'")
+is "$(field "$first" name) $(field "$first" node_id) $(field "$first" is_leader) $(field "$first" epoch)" \
+	"obs-job obs-n1 true $epoch" "elected: a JSON notification with name, node_id, is_leader, epoch"
+is "$(qn -c "SELECT ('$first'::json->>'at')::timestamptz BETWEEN now() - interval '1 min' AND now()")" "t" \
+	"and the time of the change"
+
+# Block NOTIFY's commit lock: a session that committed a NOTIFY is waiting
+# for a synchronous standby that does not exist.
+qn -c "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" -c "SELECT pg_reload_conf()" >/dev/null
+psql -X -q -p "$port" -d postgres -c "SET synchronous_commit = on" -c "BEGIN" \
+	-c "INSERT INTO obs_blk VALUES (1)" -c "NOTIFY other" -c "COMMIT" >/dev/null 2>&1 &
+blocker=$!
+for i in $(seq 100); do [ "$(qn -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")" = 1 ] && break; sleep 0.05; done
+# The naive elector: campaign, NOTIFY in its transaction, renew.
+psql -X -q -p "$port" -d postgres -c "SELECT rp_campaign('naive-job', 'naive', 1500)" -c "BEGIN" \
+	-c "NOTIFY rp_leader, 'naive elected'" -c "COMMIT" -c "SELECT rp_campaign('naive-job', 'naive', 1500)" >/dev/null 2>&1 &
+naive=$!
+renew0=$(qn -c "SELECT calls FROM rp_stats WHERE primitive = 'elector_renew'")
+# Another node takes obs-job for 800 ms: ours must step down, then win again.
+redis SET "rp:{obs-job}:leader" "someone-else#x" PX 800 >/dev/null
+sleep 2.5
+is "$(qn -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'redis_primitives notifier' AND wait_event_type = 'Lock'")" "1" \
+	"meanwhile the notifier is blocked on NOTIFY's lock"
+is "$(qn -c "SELECT rp_leader('naive-job') IS NULL OR (rp_leader('naive-job')).node_id IS NULL")" "t" \
+	"naive twin: the elector that notifies in its own transaction stopped renewing; its leadership lapsed"
+epoch2=$(qn -c "SELECT epoch FROM rp_elections() WHERE name = 'obs-job'")
+is "$(qn -c "SELECT is_leader FROM rp_elections() WHERE name = 'obs-job'") $((epoch2 > epoch))" "t 1" \
+	"ours stepped down and was elected again under a new epoch, notifier blocked or not"
+renews=$(( $(qn -c "SELECT calls FROM rp_stats WHERE primitive = 'elector_renew'") - renew0 ))
+cmp_ok "$renews" -ge 4 "and kept renewing every 250 ms meanwhile ($renews renewals in 2.5 s)"
+is "$(wc -l <"$RP_TMP/obs_notes")" "1" "no notification could be sent while the lock was held"
+# Let the standby "come back": the blocker commits, the notifier sends.
+qn -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'" \
+	-c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()" >/dev/null
+wait "$blocker" 2>/dev/null
+out=$(notes 3 | grep -v naive | tail -n +2 | while read -r n; do echo "$(field "$n" is_leader):$(field "$n" epoch)"; done | tr '\n' ' ')
+is "$out" "false:$epoch true:$epoch2 " "then both changes arrive, in order: stepped down from epoch $epoch, elected with $epoch2"
+kill "$naive" 2>/dev/null
+qn -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%naive-job%' AND pid <> pg_backend_pid()" >/dev/null
+is "$(qn -c "SELECT ok > 0 AND calls = ok + refused + errors FROM rp_stats WHERE primitive = 'elector_renew'")" "t" \
+	"the elector's renewals are counted in rp_stats"
+
+# rp_locks is bounded: room for 3 leases.
+out=$(qn -c "SELECT count(*) FROM (SELECT rp_acquire('small-' || i, 30000) FROM generate_series(1, 5) i) s" \
+	-c "SELECT count(*) FROM rp_locks" \
+	-c "SELECT locks_capacity || ' ' || locks_shown || ' ' || locks_not_shown || ' ' || locks_not_shown_total FROM rp_stats_info" \
+	-c "SELECT rp_release_all()" \
+	-c "SELECT locks_shown || ' ' || locks_not_shown || ' ' || locks_not_shown_total FROM rp_stats_info" | tr '\n' ' ')
+is "$out" "5 3 3 3 2 2 5 0 0 2 " \
+	"max_tracked_leases = 3: of five leases three are shown, two counted as not shown; none once released"
+
+# Leaving the leader channel empty sends nothing.
+session_q obslis "SELECT 1" >/dev/null
+qn -c "ALTER SYSTEM SET redis_primitives.leader_channel = ''" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 0.3
+redis SET "rp:{obs-job}:leader" "someone-else#x" PX 300 >/dev/null
+for i in $(seq 60); do [ "$(qn -c "SELECT epoch > $epoch2 AND is_leader FROM rp_elections() WHERE name = 'obs-job'")" = t ] && break; sleep 0.1; done
+is "$(session_q obslis "SELECT 1" | grep -c payload)" "0" "with leader_channel empty, a change of leadership is not sent"
+session_close obslis
+
+# A notifier whose database does not exist: it fails (and says so in the
+# log) over and over; the elector is not affected.
+qn -c "ALTER SYSTEM SET redis_primitives.elector_database = 'obs_missing'" \
+	-c "ALTER SYSTEM SET redis_primitives.leader_channel = 'rp_leader'" >/dev/null
+rp_as_pg pg_ctl -D "$RP_TMP/obs_notify" -l "$RP_TMP/obs_notify.log" -m fast -w restart >/dev/null
+for i in $(seq 60); do [ "$(qn -c "SELECT rp_is_leader('obs-job')")" = t ] && break; sleep 0.1; done
+is "$(qn -c "SELECT rp_is_leader('obs-job')")" "t" "with elector_database naming no database, the elector still leads"
+e3=$(qn -c "SELECT epoch FROM rp_elections() WHERE name = 'obs-job'")
+redis SET "rp:{obs-job}:leader" "someone-else#x" PX 300 >/dev/null
+for i in $(seq 60); do [ "$(qn -c "SELECT epoch > $e3 AND is_leader FROM rp_elections() WHERE name = 'obs-job'")" = t ] && break; sleep 0.1; done
+is "$(qn -c "SELECT epoch > $e3 AND is_leader FROM rp_elections() WHERE name = 'obs-job'")" "t" "and steps down and is re-elected as usual"
+grep -q 'database "obs_missing" does not exist' "$RP_TMP/obs_notify.log"
+ok $? "the notifier's failure is in the log"
+is "$(qn -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'redis_primitives notifier'")" "0" \
+	"no notifier is connected"
+rp_stop_pg obs_notify immediate
+finish
