@@ -38,7 +38,7 @@ PG_CPPFLAGS  = -I$(srcdir)/src
 # test, CI: scripts/lib.sh passes RP_WERROR=-Werror), so a user's newer
 # compiler with a new warning does not fail the build.
 PG_CFLAGS    = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers $(RP_WERROR)
-SHLIB_LINK   = -lhiredis
+SHLIB_LINK   = -lhiredis -lssl -lcrypto
 
 PG_CONFIG   ?= pg_config
 PGXS        := $(shell $(PG_CONFIG) --pgxs)
@@ -56,7 +56,7 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench deb bench-track soak-memory
+.PHONY: test demo bench deb bench-track soak-memory bench-fence bench-tls bench-apps bench-semaphore
 test:
 	bash scripts/test.sh
 soak-memory:
@@ -69,6 +69,8 @@ demo:
 	bash scripts/demo.sh
 bench:
 	bash bench/run.sh
+bench-semaphore:
+	bash bench/semaphore.sh
 
 # Mutation testing (test/mutation/run.sh, docs/testing.md): every mutant
 # breaks one rule of the extension in a scratch copy and the suites it names
@@ -82,3 +84,10 @@ mutation-sample:
 # What rp_stats costs: track on vs off in alternating rounds (bench/track.sh).
 bench-track:
 	bash bench/track.sh
+bench-fence:
+	bash bench/fence/run.sh
+bench-tls:
+	bash bench/tls.sh
+# node-redlock and rate-limiter-flexible against this extension (npm; bench/apps/).
+bench-apps:
+	bash bench/apps/run.sh

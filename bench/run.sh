@@ -77,6 +77,8 @@ ROWS=(
 "lost|rp_release of a lost lease (false)|1|lock_release|rp_release(rp_lease)|r|SELECT rp_release(ROW('bench-gone-' || :client_id, '$TOKEN', 1, now())::rp_lease);"
 "xact|rp_acquire_xact in BEGIN..COMMIT|2|lock_acquire,lock_release|rp_acquire_xact(text,bigint,bigint,bigint,boolean)|rl|BEGIN;\nSELECT fence FROM rp_acquire_xact('bench-x-' || :client_id, 10000);\nCOMMIT;"
 "contended|rp_acquire + rp_release, every client on one name|-||$ACQ|c|SELECT fence FROM rp_acquire('bench-contended', 10000);\nSELECT rp_release('bench-contended');"
+"sem|rp_semaphore_acquire + rp_release (2 statements)|2|sem_acquire,sem_release|rp_semaphore_acquire(text,integer,bigint,bigint)|rls|SELECT fence FROM rp_semaphore_acquire('bench-sem-' || :client_id, 4, 10000);\nSELECT rp_release('bench-sem-' || :client_id);"
+"sem_shared|rp_semaphore_acquire + rp_release, every client on one semaphore of 4|-||rp_semaphore_acquire(text,integer,bigint,bigint)|c|SELECT fence FROM rp_semaphore_acquire('bench-sem-shared', 4, 10000);\nSELECT rp_release('bench-sem-shared');"
 "advisory|pg_try_advisory_lock + pg_advisory_unlock|0||-|rls|SELECT pg_try_advisory_lock(:client_id);\nSELECT pg_advisory_unlock(:client_id);"
 "fence|UPDATE of a fenced table (rp_fence_guard)|0||-|r|\\set id random(1, 1000)\nUPDATE bench_fence_c SET balance = balance + 1, fence_token = 7 WHERE id = :id;"
 "rl_log|rp_ratelimit sliding_log|1|rl_log|$RL|rls|SELECT rp_ratelimit('bench-' || :client_id, 100000, 1000, 1, 'sliding_log');"
@@ -99,6 +101,8 @@ RAW=(
 "rl_log|src/lua/ratelimit_sliding_log.lua|1 ${PREFIX}{bench-rl-raw}:rl:sliding_log 100000 1000 1 1 0 rb.__rand_int__.__rand_int__"
 "rl_win|src/lua/ratelimit_sliding_window.lua|1 ${PREFIX}{bench-rl-raw}:rl:sliding_window 100000 1000 1 1 0"
 "rl_gcra|src/lua/ratelimit_gcra.lua|1 ${PREFIX}{bench-rl-raw}:rl:gcra 100000 1000 1 1 0"
+"sem_acquire|src/lua/semaphore_acquire.lua|4 ${PREFIX}{rb:__rand_int__}:sem ${PREFIX}{rb:__rand_int__}:fence ${PREFIX}{rb:__rand_int__}:semq ${PREFIX}{rb:__rand_int__}:semw s$TOKEN 4 10000 0 2000"
+"sem_release|src/lua/semaphore_release.lua|1 ${PREFIX}{rb:__rand_int__}:sem s$TOKEN"
 "campaign|src/lua/election_campaign.lua|2 ${PREFIX}{bench-camp-raw}:leader ${PREFIX}{bench-camp-raw}:fence node-raw 10000"
 )
 

@@ -8,7 +8,7 @@
 
 RP_PACKAGES="build-essential postgresql-15 postgresql-server-dev-15 libhiredis-dev
 redis-server redis-tools redis-sentinel postgresql-15-pgtap
-libtap-parser-sourcehandler-pgtap-perl libipc-run-perl prometheus-postgres-exporter curl"
+libtap-parser-sourcehandler-pgtap-perl libipc-run-perl prometheus-postgres-exporter curl pgbouncer python3-psycopg"
 
 RP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 

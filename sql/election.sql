@@ -26,12 +26,22 @@ SELECT * FROM rp_leader('cron');
 SELECT rp_campaign('cron', 'node-b', 10000) AS epoch_b;
 SELECT node_id, epoch FROM rp_leader('cron');
 
--- An epoch is a token of the name's fence counter, shared with the lease
--- lock of the same name: a lock token and an epoch can never be equal.
-SELECT (rp_acquire('cron', 10000)).fence AS lock_fence;
-SELECT rp_release('cron');
+-- An election is the lock of its name held by a node (docs/decisions/0004):
+-- while node-b leads, the lock of 'cron' is held, rp_lock_info reports the
+-- leader's epoch as the holder's fence, and an acquire gets nothing (in 1.0
+-- it got the next token, making the leader's epoch stale at fenced tables).
+SELECT held, fence = (SELECT epoch FROM rp_leader('cron')) AS fence_is_epoch FROM rp_lock_info('cron');
+SELECT rp_acquire('cron', 10000) IS NULL AS lock_refused_while_led;
 SELECT rp_resign('cron', 'node-b');
+SELECT (rp_acquire('cron', 10000)).fence AS lock_fence;
+SELECT rp_campaign('cron', 'node-a', 10000) AS campaign_refused_while_locked;
+SELECT rp_release('cron');
 SELECT rp_campaign('cron', 'node-a', 10000) AS epoch_after_lock;
+
+-- A floor: a new term's epoch is above it (a counter lost in Redis).
+SELECT rp_resign('cron', 'node-a');
+SELECT rp_campaign('cron', 'node-a', 10000, 100) AS epoch_above_floor;
+SELECT rp_campaign('cron', 'node-a', 10000, -1);
 
 -- A lapsed lease: another node may take over, with a new epoch.
 SELECT rp_campaign('short', 'node-a', 50) AS epoch_a;

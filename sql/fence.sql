@@ -70,3 +70,53 @@ SELECT rp_fenced_write('schedule', '{"v": "stale"}', 4);
 SELECT rp_fenced_write('schedule', '{"v": 3}', 5);
 SELECT value, fence FROM rp_fenced_read('schedule');
 SELECT value, fence FROM rp_fenced_read('nothing-here');
+
+-- 1.1: a lock-bound guard checks again at commit.  A write takes effect at
+-- commit: one committed after its lease ran out, or after the lease was
+-- released, is rolled back with RP004 (the naive token guard commits it).
+SET redis_primitives.lease_margin = 50;
+CREATE TABLE ledger (id int PRIMARY KEY, v int, fence_token bigint);
+CREATE TRIGGER ledger_fence BEFORE INSERT OR UPDATE OR DELETE ON ledger
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=ledger-{id}');
+CREATE TABLE ledger_naive (id int PRIMARY KEY, v int, fence_token bigint);
+CREATE TRIGGER ledger_fence BEFORE INSERT OR UPDATE ON ledger_naive
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token');
+SELECT (rp_acquire('ledger-1', 300)).fence AS fence \gset
+BEGIN;
+INSERT INTO ledger (id, v) VALUES (1, 1);
+INSERT INTO ledger_naive VALUES (1, 1, :fence);
+SELECT pg_sleep(0.35);
+COMMIT;
+BEGIN;
+INSERT INTO ledger_naive VALUES (2, 1, :fence);
+SELECT pg_sleep(0.35);
+COMMIT;
+SELECT (SELECT count(*) FROM ledger) AS fenced_rows, (SELECT count(*) FROM ledger_naive) AS naive_rows;
+SELECT rp_acquire('ledger-1', 10000) IS NOT NULL AS acquired;
+BEGIN;
+INSERT INTO ledger (id, v) VALUES (1, 1);
+SELECT rp_release('ledger-1');
+COMMIT;
+SELECT rp_acquire('ledger-1', 10000) IS NOT NULL AS acquired;
+INSERT INTO ledger (id, v) VALUES (1, 1);
+SELECT id, v, fence_token > 0 AS stamped FROM ledger;
+SELECT rp_release_all();
+RESET redis_primitives.lease_margin;
+
+-- A write made and rolled back in a subtransaction does not hold up the
+-- commit: its lease (an xact lease of that subtransaction) went with it.
+SET redis_primitives.lease_margin = 50;
+BEGIN;
+SAVEPOINT s;
+SELECT rp_acquire_xact('ledger-2', 10000) IS NOT NULL AS acquired;
+INSERT INTO ledger (id, v) VALUES (2, 2);
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+-- a PREPARE after a lease-bound write is refused (COMMIT PREPARED has no deadline)
+SELECT rp_acquire('ledger-3', 10000) IS NOT NULL AS acquired;
+BEGIN;
+INSERT INTO ledger (id, v) VALUES (3, 3);
+PREPARE TRANSACTION 'fenced';
+SELECT id FROM ledger ORDER BY id;
+SELECT rp_release_all();
+RESET redis_primitives.lease_margin;

@@ -46,6 +46,8 @@
 
 #include "conn.h"
 #include "stats.h"
+#include "sentinel_auth.h"
+#include "tls.h"
 
 /* Settings.  All PGC_SUSET: a plain user must not redirect the server. */
 static char *rp_host = NULL;
@@ -344,6 +346,7 @@ rp_conn_drop(void)
 	}
 	if (rp_ctx != NULL)
 	{
+		rp_tls_close(rp_ctx);	/* the TLS session goes before its socket */
 		redisFree(rp_ctx);
 		ReleaseExternalFD();
 		rp_ctx = NULL;
@@ -482,6 +485,7 @@ rp_conn_reset(void)
 			FreeWaitEventSet(rp_nodes[i].waitset);
 		if (rp_nodes[i].ctx != NULL)
 		{
+			rp_tls_close(rp_nodes[i].ctx);
 			redisFree(rp_nodes[i].ctx);
 			ReleaseExternalFD();
 		}
@@ -563,6 +567,8 @@ rp_conn_is_stale(void)
 	char		c;
 	ssize_t		n;
 
+	if (rp_tls_active(rp_ctx))
+		return rp_tls_is_stale(rp_ctx);
 	n = recv(rp_ctx->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 	if (n == 0)
 		return true;
@@ -623,6 +629,14 @@ rp_connect_wait(redisContext *c, TimestampTz deadline)
 	if (err != 0)
 		return rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 					   "could not connect to Redis", pstrdup(strerror(err)));
+
+	/*
+	 * TLS hook: masters, sentinels and cluster nodes alike (not unix).  It
+	 * ereports 08001 on failure; rp_open has set rp_in_exchange, so the
+	 * half-open connection is dropped by the next call.
+	 */
+	if (c->connection_type == REDIS_CONN_TCP && rp_tls_enabled())
+		rp_tls_handshake(c, c->tcp.host, rp_conn_target(), rp_wait, deadline);
 	return true;
 }
 
@@ -704,19 +718,31 @@ rp_sentinel_ask(const char *shost, int sport, TimestampTz deadline,
 {
 	const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", rp_sentinel_master};
 	char	   *who = psprintf("sentinel %s:%d", shost, sport);
+	const char *auth[3];
+	int			nauth = rp_sentinel_auth_argv(auth);
+	RpReply    *replies[2];
 	RpReply    *r;
 
 	strlcpy(rp_peer_host, shost, sizeof(rp_peer_host));
 	rp_peer_port = sport;
 	rp_peer_role = "sentinel";
+	/* AUTH (sentinel_password) and the question, in one round trip. */
 	if (!rp_open(shost, sport, NULL, deadline) ||
+		(nauth > 0 && !rp_append(nauth, auth, NULL)) ||
 		!rp_append(3, argv, NULL) ||
-		!rp_exchange(1, deadline, &r))
+		!rp_exchange(nauth > 0 ? 2 : 1, deadline, replies))
 	{
 		rp_note_failure(why, who);
 		return false;
 	}
 	rp_conn_drop();
+	r = replies[nauth > 0 ? 1 : 0];
+	if (nauth > 0 && replies[0]->type == RP_REPLY_ERROR)
+	{
+		appendStringInfo(why, "%s%s refused AUTH (redis_primitives.sentinel_password): %s",
+						 why->len ? "; " : "", who, replies[0]->str);
+		return false;
+	}
 	if (r->type == RP_REPLY_ARRAY && r->nelem == 2 &&
 		r->elem[0]->type == RP_REPLY_STRING &&
 		r->elem[1]->type == RP_REPLY_STRING && atoi(r->elem[1]->str) > 0)
@@ -1048,10 +1074,13 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 	rp_failure.sent = true;
 	while (!done)
 	{
-		if (redisBufferWrite(rp_ctx, &done) == REDIS_ERR)
+		int			want = WL_SOCKET_WRITEABLE;
+
+		if ((rp_tls_active(rp_ctx) ? rp_tls_write(rp_ctx, &done, &want)
+			 : redisBufferWrite(rp_ctx, &done)) == REDIS_ERR)
 			return rp_fail(ERRCODE_CONNECTION_FAILURE,
 						   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
-		if (!done && !rp_wait(WL_SOCKET_WRITEABLE, deadline))
+		if (!done && !rp_wait(want, deadline))
 		{
 			rp_failure.timed_out = true;
 			return rp_fail(ERRCODE_CONNECTION_FAILURE,
@@ -1063,6 +1092,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 	for (int i = 0; i < ncmds; i++)
 	{
 		void	   *r = NULL;
+		int			want = WL_SOCKET_READABLE;
 
 		for (;;)
 		{
@@ -1071,7 +1101,18 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 							   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
 			if (r != NULL)
 				break;
-			if (!rp_wait(WL_SOCKET_READABLE, deadline))
+			/* TLS: OpenSSL may hold bytes already; read before waiting. */
+			if (rp_tls_active(rp_ctx))
+			{
+				int			rc = rp_tls_read(rp_ctx, &want);
+
+				if (rc < 0)
+					return rp_fail(ERRCODE_CONNECTION_FAILURE,
+								   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
+				if (rc > 0)
+					continue;
+			}
+			if (!rp_wait(want, deadline))
 			{
 				rp_failure.timed_out = true;
 				return rp_fail(ERRCODE_CONNECTION_FAILURE,
@@ -1079,9 +1120,15 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 							   psprintf("no reply within %d ms; the connection was dropped",
 										rp_command_timeout_ms));
 			}
-			if (redisBufferRead(rp_ctx) == REDIS_ERR)
+			if (!rp_tls_active(rp_ctx) && redisBufferRead(rp_ctx) == REDIS_ERR)
+			{
+				const char *hint = rp_tls_plain_hint(rp_ctx);
+
 				return rp_fail(ERRCODE_CONNECTION_FAILURE,
-							   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
+							   "lost the connection to Redis",
+							   hint ? psprintf("%s; %s", rp_ctx->errstr, hint)
+							   : pstrdup(rp_ctx->errstr));
+			}
 		}
 		out[i] = rp_take_reply(r);
 	}
@@ -1101,6 +1148,10 @@ rp_check_config(void)
 		rp_conn_reset();
 		rp_in_exchange = false;
 	}
+	if (rp_tls_take_changed())
+		rp_config_changed = true;
+	if (rp_sentinel_auth_take_changed())
+		rp_config_changed = true;
 	if (rp_config_changed)
 	{
 		rp_conn_reset();

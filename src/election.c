@@ -6,14 +6,15 @@
  *		script, one round trip), rp_is_leader(name) and rp_elections (which
  *		read the background elector's shared memory, no round trip).
  *
- * Keys of an election "name":
+ * Keys of an election "name", under the server-wide key_prefix
+ * (rp_election_key):
  *   <prefix>{name}:leader  a hash {node = node_id, epoch = N} with the lease
  *                          as its PX expiry
- *   <prefix>{name}:fence   the fence counter, the same one the lease lock of
- *                          "name" draws its tokens from
- * so an epoch is a fence token: rp_fenced_write and rp_fence_guard refuse a
- * deposed leader's epoch with no extra machinery, and an epoch can never
- * equal a lock token issued for the same name.
+ *   <prefix>{name}:lock    the name's lease lock, held by the term
+ *   <prefix>{name}:fence   the name's one fence counter
+ * An election is the lock of its name held by a node (docs/decisions/0004):
+ * an epoch is that holder's fence token, no lock holder and leader of one
+ * name ever overlap, and rp_lock_info(name) reports the leader's epoch.
  *
  * Before editing, know this: rp_is_leader(name, node_id) asks Redis *now*
  * and is stale the moment it returns; rp_is_leader(name) is the elector's
@@ -51,25 +52,44 @@ rp_election_init(void)
  * ------------------------------------------------------------------------
  */
 
-/* rp_campaign(name, node_id, lease_ms) -> epoch, or NULL when another leads */
+/*
+ * rp_campaign(name, node_id, lease_ms [, floor]) -> epoch, or NULL when
+ * another node (or a lock holder of the name) has it.  A 1.0 catalog calls
+ * it with three arguments: floor 0.
+ */
 RP_TRACKED_FUNCTION(rp_campaign, RP_PRIM_CAMPAIGN, RP_OUT_NULL_REFUSED)
 {
 	text	   *name = rp_arg_text(fcinfo, 0, "election name");
 	text	   *node = rp_arg_text(fcinfo, 1, "node_id");
 	int64		lease_ms = rp_arg_int8(fcinfo, 2, "lease_ms", 1, RP_MAX_TTL_MS);
-	RpArg		keys[2];
-	RpArg		argv[2];
+	int64		floor = PG_NARGS() > 3 ?
+		rp_arg_int8(fcinfo, 3, "floor", 0, PG_INT64_MAX - 1) : 0;
+	const char *n = VARDATA_ANY(name);
+	size_t		nlen = VARSIZE_ANY_EXHDR(name);
+	RpArg		keys[3];
+	RpArg		argv[4];
 	RpReply    *r;
+	int64		epoch;
 
-	keys[0] = rp_key(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), "leader");
-	keys[1] = rp_key(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), "fence");
+	keys[0] = rp_election_key(n, nlen, "leader");
+	keys[1] = rp_election_key(n, nlen, "fence");
+	keys[2] = rp_election_key(n, nlen, "lock");
 	argv[0].data = VARDATA_ANY(node);
 	argv[0].len = VARSIZE_ANY_EXHDR(node);
 	argv[1] = rp_arg_int(lease_ms);
-	r = rp_eval(&rp_script_election_campaign, 2, keys, 2, argv);
+	argv[2] = rp_arg_str("");
+	argv[3] = rp_arg_int(floor);
+	r = rp_eval(&rp_script_election_campaign, 3, keys, 4, argv);
 	if (r->type != RP_REPLY_STRING)
+	{
+		if (r->type == RP_REPLY_ARRAY && r->nelem == 2 &&
+			r->elem[1]->type == RP_REPLY_STRING)
+			rp_elector_note_epoch(n, nlen, pg_strtoint64(r->elem[1]->str));
 		PG_RETURN_NULL();
-	PG_RETURN_INT64(pg_strtoint64(r->str));
+	}
+	epoch = pg_strtoint64(r->str);
+	rp_elector_note_epoch(n, nlen, epoch);
+	PG_RETURN_INT64(epoch);
 }
 
 /* rp_resign(name, node_id) -> true when node_id led and no longer does */
@@ -77,13 +97,14 @@ RP_TRACKED_FUNCTION(rp_resign, RP_PRIM_RESIGN, RP_OUT_FALSE_REFUSED)
 {
 	text	   *name = rp_arg_text(fcinfo, 0, "election name");
 	text	   *node = rp_arg_text(fcinfo, 1, "node_id");
-	RpArg		keys[1];
+	RpArg		keys[2];
 	RpArg		argv[1];
 
-	keys[0] = rp_key(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), "leader");
+	keys[0] = rp_election_key(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), "leader");
+	keys[1] = rp_election_key(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), "lock");
 	argv[0].data = VARDATA_ANY(node);
 	argv[0].len = VARSIZE_ANY_EXHDR(node);
-	PG_RETURN_BOOL(rp_reply_int(rp_eval(&rp_script_election_resign, 1, keys, 1, argv),
+	PG_RETURN_BOOL(rp_reply_int(rp_eval(&rp_script_election_resign, 2, keys, 1, argv),
 								"election_resign") == 1);
 }
 
@@ -94,7 +115,7 @@ rp_ask_leader(text *name)
 	RpArg		keys[1];
 	RpReply    *r;
 
-	keys[0] = rp_key(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), "leader");
+	keys[0] = rp_election_key(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), "leader");
 	r = rp_eval(&rp_script_election_leader, 1, keys, 0, NULL);
 	if (r->type != RP_REPLY_ARRAY)
 		return NULL;
@@ -157,6 +178,18 @@ rp_state_is_leader(const RpElectionState *s)
 {
 	return s->leading && s->epoch > 0 && s->valid_until_us > 0 &&
 		rp_elector_clock_us() < s->valid_until_us;
+}
+
+bool
+rp_election_believed(const char *name, size_t namelen, int64 *epoch)
+{
+	RpElectionState s;
+
+	if (!rp_elector_available() || !rp_elector_lookup(name, namelen, &s) ||
+		!rp_state_is_leader(&s))
+		return false;
+	*epoch = s.epoch;
+	return true;
 }
 
 /* rp_is_leader(name) -> the background elector's belief, no round trip */

@@ -30,6 +30,7 @@
  */
 #include "postgres.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +63,16 @@
 
 /* How often orphaned leases are tried again while Redis does not answer. */
 #define RP_ORPHAN_RETRY_MS		250
+/* Longest server-wide key_prefix published for elections' keys. */
+#define RP_PREFIX_MAX			256
+/* Elections whose highest epoch seen is remembered (some may have left). */
+#define RP_MAX_SEEN				(RP_MAX_ELECTIONS * 4)
+
+typedef struct RpEpochSeen
+{
+	char		name[RP_ELECTION_NAME_MAX];
+	int64		epoch;
+} RpEpochSeen;
 
 typedef struct RpElectorShared
 {
@@ -69,6 +80,10 @@ typedef struct RpElectorShared
 	pid_t		pid;			/* the elector's, 0 when not running */
 	int			nslots;
 	RpElectionState slots[RP_MAX_ELECTIONS];
+	bool		prefix_ok;		/* prefix below is set (and was not too long) */
+	char		prefix[RP_PREFIX_MAX];	/* server-wide key_prefix */
+	int			nseen;
+	RpEpochSeen seen[RP_MAX_SEEN];
 } RpElectorShared;
 
 static RpElectorShared *rp_shared = NULL;
@@ -216,6 +231,21 @@ rp_elector_parse_list(const char *value, List **names, char **why)
 	return true;
 }
 
+/* A decimal int64 reply; false when it is not one (the worker must not throw). */
+static bool
+rp_scan_int8(const char *str, int64 *out)
+{
+	char	   *end;
+	long long	v;
+
+	errno = 0;
+	v = strtoll(str, &end, 10);
+	if (errno != 0 || end == str || *end != '\0')
+		return false;
+	*out = (int64) v;
+	return true;
+}
+
 /* ------------------------------------------------------------------------
  * Shared memory.
  * ------------------------------------------------------------------------
@@ -228,6 +258,16 @@ rp_elector_shmem_request(void)
 		rp_prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(sizeof(RpElectorShared)));
 	RequestNamedLWLockTranche("redis_primitives", 1);
+}
+
+/* Publish this process's key_prefix as the server-wide one. */
+static void
+rp_publish_prefix_locked(void)
+{
+	const char *p = rp_key_prefix ? rp_key_prefix : "";
+
+	rp_shared->prefix_ok = strlen(p) < RP_PREFIX_MAX;
+	strlcpy(rp_shared->prefix, rp_shared->prefix_ok ? p : "", RP_PREFIX_MAX);
 }
 
 static void
@@ -245,6 +285,8 @@ rp_elector_shmem_startup(void)
 	{
 		memset(rp_shared, 0, sizeof(RpElectorShared));
 		rp_shared->lock = &(GetNamedLWLockTranche("redis_primitives"))->lock;
+		/* The postmaster has read the configuration file, nothing else. */
+		rp_publish_prefix_locked();
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -309,6 +351,88 @@ rp_elector_lookup(const char *name, size_t namelen, RpElectionState *out)
 	}
 	LWLockRelease(rp_shared->lock);
 	return found;
+}
+
+RpArg
+rp_election_key(const char *name, size_t namelen, const char *suffix)
+{
+	char		prefix[RP_PREFIX_MAX];
+	bool		ok = false;
+	StringInfoData k;
+	RpArg		a;
+
+	if (rp_shared != NULL)
+	{
+		LWLockAcquire(rp_shared->lock, LW_SHARED);
+		ok = rp_shared->prefix_ok;
+		strlcpy(prefix, rp_shared->prefix, RP_PREFIX_MAX);
+		LWLockRelease(rp_shared->lock);
+	}
+	if (!ok)
+		return rp_key(name, namelen, suffix);
+	initStringInfo(&k);
+	appendStringInfo(&k, "%s{", prefix);
+	appendBinaryStringInfo(&k, name, namelen);
+	appendStringInfo(&k, "}:%s", suffix);
+	a.data = k.data;
+	a.len = k.len;
+	return a;
+}
+
+static RpEpochSeen *
+rp_seen_find_locked(const char *name, size_t namelen)
+{
+	for (int i = 0; i < rp_shared->nseen; i++)
+		if (strlen(rp_shared->seen[i].name) == namelen &&
+			memcmp(rp_shared->seen[i].name, name, namelen) == 0)
+			return &rp_shared->seen[i];
+	return NULL;
+}
+
+int64
+rp_elector_seen_epoch(const char *name, size_t namelen)
+{
+	RpEpochSeen *e;
+	int64		epoch = 0;
+
+	if (rp_shared == NULL)
+		return 0;
+	LWLockAcquire(rp_shared->lock, LW_SHARED);
+	e = rp_seen_find_locked(name, namelen);
+	if (e)
+		epoch = e->epoch;
+	LWLockRelease(rp_shared->lock);
+	return epoch;
+}
+
+void
+rp_elector_note_epoch(const char *name, size_t namelen, int64 epoch)
+{
+	RpEpochSeen *e;
+
+	if (rp_shared == NULL || epoch <= 0 || namelen >= RP_ELECTION_NAME_MAX)
+		return;
+	LWLockAcquire(rp_shared->lock, LW_EXCLUSIVE);
+	e = rp_seen_find_locked(name, namelen);
+	if (e == NULL)
+	{
+		/* Full: forget the entry with the lowest epoch (the least to lose). */
+		if (rp_shared->nseen < RP_MAX_SEEN)
+			e = &rp_shared->seen[rp_shared->nseen++];
+		else
+		{
+			e = &rp_shared->seen[0];
+			for (int i = 1; i < RP_MAX_SEEN; i++)
+				if (rp_shared->seen[i].epoch < e->epoch)
+					e = &rp_shared->seen[i];
+		}
+		memcpy(e->name, name, namelen);
+		e->name[namelen] = '\0';
+		e->epoch = 0;
+	}
+	if (epoch > e->epoch)
+		e->epoch = epoch;
+	LWLockRelease(rp_shared->lock);
 }
 
 int
@@ -441,15 +565,18 @@ rp_owner(RpElectionState *s)
 static void
 rp_elector_resign(RpElectionState *s, const char *reason)
 {
-	RpArg		keys[1];
+	RpArg		keys[2];
 	RpArg		argv[3];
 	char	   *err;
 	RpReply    *r;
 
 	if (!s->leading)
 		return;
+	/* Under the prefix it was campaigned under (a reload may have changed it). */
 	keys[0] = rp_key_with_prefix(rp_my_prefix ? rp_my_prefix : rp_key_prefix,
 								 s->name, strlen(s->name), "leader");
+	keys[1] = rp_key_with_prefix(rp_my_prefix ? rp_my_prefix : rp_key_prefix,
+								 s->name, strlen(s->name), "lock");
 	argv[0] = rp_arg_str(s->node_id);
 	argv[1] = rp_arg_int(s->epoch);
 	argv[2] = rp_arg_str(rp_owner(s));
@@ -457,7 +584,7 @@ rp_elector_resign(RpElectionState *s, const char *reason)
 	s->valid_until_us = 0;
 	s->valid_until = 0;
 	rp_publish();
-	r = rp_elector_eval(&rp_script_election_resign, 1, keys, 3, argv,
+	r = rp_elector_eval(&rp_script_election_resign, 2, keys, 3, argv,
 						RP_RESIGN_TIMEOUT_MS, &err);
 	if (r == NULL)
 		ereport(WARNING,
@@ -549,8 +676,8 @@ rp_load_list(void)
 static void
 rp_campaign_once(RpElectionState *s)
 {
-	RpArg		keys[2];
-	RpArg		argv[3];
+	RpArg		keys[3];
+	RpArg		argv[4];
 	int64		lease = rp_election_lease_ms;
 	int64		believe = lease - rp_election_margin_ms;
 	int64		sent_us;
@@ -559,11 +686,14 @@ rp_campaign_once(RpElectionState *s)
 	char	   *err;
 	int64		epoch;
 
-	keys[0] = rp_key(s->name, strlen(s->name), "leader");
-	keys[1] = rp_key(s->name, strlen(s->name), "fence");
+	keys[0] = rp_election_key(s->name, strlen(s->name), "leader");
+	keys[1] = rp_election_key(s->name, strlen(s->name), "fence");
+	keys[2] = rp_election_key(s->name, strlen(s->name), "lock");
 	argv[0] = rp_arg_str(s->node_id);
 	argv[1] = rp_arg_int(lease);
 	argv[2] = rp_arg_str(rp_owner(s));
+	/* Never an epoch at or below one this server has seen (Redis may not). */
+	argv[3] = rp_arg_int(rp_elector_seen_epoch(s->name, strlen(s->name)));
 
 	/*
 	 * Read the clocks before anything is sent.  A reply that arrives after
@@ -571,7 +701,7 @@ rp_campaign_once(RpElectionState *s)
 	 */
 	sent_us = rp_elector_clock_us();
 	sent = GetCurrentTimestamp();
-	r = rp_elector_eval(&rp_script_election_campaign, 2, keys, 3, argv,
+	r = rp_elector_eval(&rp_script_election_campaign, 3, keys, 4, argv,
 						(int) Max(Min(believe, (int64) INT_MAX), 1), &err);
 	rp_stats_record(RP_PRIM_ELECTOR_RENEW, rp_elector_clock_us() - sent_us,
 					r == NULL ? RP_OUTCOME_ERROR : r->type != RP_REPLY_STRING ?
@@ -585,13 +715,28 @@ rp_campaign_once(RpElectionState *s)
 	}
 	if (r->type != RP_REPLY_STRING)
 	{
-		/* Another node leads. */
+		/* Another node (or a lock holder) has the name; note its epoch. */
+		if (r->type == RP_REPLY_ARRAY && r->nelem == 2 &&
+			r->elem[1]->type == RP_REPLY_STRING)
+		{
+			int64		seen;
+
+			if (rp_scan_int8(r->elem[1]->str, &seen))
+				rp_elector_note_epoch(s->name, strlen(s->name), seen);
+		}
 		rp_set_error(s, NULL);
 		if (s->leading)
 			rp_step_down(s, "another node holds the leadership");
 		return;
 	}
-	epoch = pg_strtoint64(r->str);
+	if (!rp_scan_int8(r->str, &epoch))
+	{
+		rp_set_error(s, "unexpected reply from election_campaign");
+		if (s->leading)
+			rp_step_down(s, "the renewal returned no epoch");
+		return;
+	}
+	rp_elector_note_epoch(s->name, strlen(s->name), epoch);
 	rp_set_error(s, NULL);
 	if (s->leading && s->epoch != epoch)
 		rp_step_down(s, "the leadership lapsed and was won again under a new epoch");
@@ -693,6 +838,7 @@ rp_elector_main(Datum main_arg)
 	LWLockAcquire(rp_shared->lock, LW_EXCLUSIVE);
 	rp_shared->pid = MyProcPid;
 	rp_shared->nslots = 0;
+	rp_publish_prefix_locked();
 	LWLockRelease(rp_shared->lock);
 	before_shmem_exit(rp_elector_exit, (Datum) 0);
 	rp_stats_set_default(RP_PRIM_ELECTOR_RENEW);
@@ -711,6 +857,9 @@ rp_elector_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			LWLockAcquire(rp_shared->lock, LW_EXCLUSIVE);
+			rp_publish_prefix_locked();
+			LWLockRelease(rp_shared->lock);
 			rp_load_list();
 			next_us = rp_elector_clock_us();
 		}

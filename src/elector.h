@@ -20,6 +20,8 @@
 
 #include "datatype/timestamp.h"
 
+#include "conn.h"
+
 #define RP_MAX_ELECTIONS		32
 #define RP_ELECTION_NAME_MAX	128		/* bytes, including the NUL */
 #define RP_NODE_ID_MAX			128		/* bytes, including the NUL */
@@ -62,6 +64,32 @@ extern bool rp_elector_lookup(const char *name, size_t namelen,
 
 /* Copy every election's state into out[RP_MAX_ELECTIONS]; returns how many. */
 extern int	rp_elector_snapshot(RpElectionState *out);
+
+/*
+ * Does this server lead the election now (rp_is_leader(name))?  true with
+ * the epoch it holds; false when not leading, past the deadline, not run by
+ * the elector, or the elector is not available.  Defined in election.c.
+ */
+extern bool rp_election_believed(const char *name, size_t namelen,
+								 int64 *epoch);
+
+/*
+ * The key "<prefix>{name}:suffix" of an election.  Elections live under the
+ * server-wide key_prefix (the value in the server's configuration, which the
+ * postmaster and the elector publish in shared memory), never a per-database
+ * or per-role one, so that the elector and SQL in every database of this
+ * server name the same keys.  Without the elector's shared memory (library
+ * not preloaded) it is the session's key_prefix.
+ */
+extern RpArg rp_election_key(const char *name, size_t namelen, const char *suffix);
+
+/*
+ * The highest epoch this server has seen for an election (0 when none), and
+ * noting one.  Shared memory: survives elector restarts, not a server
+ * restart.  No-ops without the elector's shared memory.
+ */
+extern int64 rp_elector_seen_epoch(const char *name, size_t namelen);
+extern void rp_elector_note_epoch(const char *name, size_t namelen, int64 epoch);
 
 /* Split and check a value of redis_primitives.elections (GUC check hook). */
 extern bool rp_elector_parse_list(const char *value, List **names,

@@ -20,5 +20,7 @@
 #define ERRCODE_RP_LEASE_LOST		MAKE_SQLSTATE('R', 'P', '0', '0', '2')
 /* fence_replicas: too few replicas acknowledged a new fence token. */
 #define ERRCODE_RP_NOT_REPLICATED	MAKE_SQLSTATE('R', 'P', '0', '0', '3')
+/* A lease-bound fence guard found no (live) lease or leadership to write under. */
+#define ERRCODE_RP_NO_LEASE			MAKE_SQLSTATE('R', 'P', '0', '0', '4')
 
 #endif							/* RP_ERRCODES_H */

@@ -1,33 +1,230 @@
 /*-------------------------------------------------------------------------
  *
  * fence.c
- *		The resource side of fencing: the trigger rp_fence_guard.
+ *		The resource side of fencing: the trigger rp_fence_guard and the
+ *		setting redis_primitives.lease_margin.
  *
- * The fenced store (rp_fenced_write / rp_fenced_read over rp_fenced_store)
- * is plain SQL in src/sql/30_fence.sql, guarded by this same trigger in
- * 'skip' mode, so there is one definition of "stale" in the project: a new
- * token strictly lower than the stored one.  Equal tokens pass (the same
- * holder may write twice).
+ * A guard is one of three kinds, chosen by its trigger arguments (the token
+ * column first, then options in any order):
+ *   token    ('col' [, 'error'|'skip'] [, 'strict']): the row carries the
+ *            token the writer passes; a new token lower than the stored one
+ *            is stale (RP001).  'strict': an UPDATE that does not assign the
+ *            column is refused (RP004).  1.0's only kind.
+ *   lock     ('col', 'lock=account-{id}'): the session must hold a live lease
+ *            on the rendered name in its own registry (RP004 otherwise); the
+ *            column is stamped with that lease's fence; a row holding a
+ *            higher token refuses the write or DELETE (RP001).
+ *   leader   ('col', 'leader=nightly'): the same, with this server's
+ *            background elector's belief and epoch in place of a lease.
+ * The fenced store (src/sql/30_fence.sql) is a token guard in 'skip' mode, so
+ * there is one definition of "stale": strictly lower than the stored token.
  *
- * Before editing, know this: the trigger runs as the writing user.  It
- * reveals the stored token in a message only to a user allowed to SELECT
- * that column.
+ * Before editing, know this: a guard checks the row that will be written
+ * only because it refuses to run unless it is the last BEFORE ROW trigger of
+ * its events (triggers fire in name order); every check a guard makes of its
+ * own definition lives in rp_guard_parse (fence_def.c), shared with
+ * rp_fence_check; a bound guard's write is checked again at commit
+ * (fence_commit.c).  The trigger runs as the writing user: it reveals the
+ * stored token in a message only to a user allowed to SELECT that column.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/htup_details.h"
+#include "access/sysattr.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/bitmapset.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/timestamp.h"
 
-#include "errcodes.h"
+#include "elector.h"
+#include "fence.h"
+#include "lock.h"
+#include "redis_primitives.h"
+
+/* redis_primitives.lease_margin, ms */
+int			rp_lease_margin_ms = 100;
+
+void
+rp_fence_init(void)
+{
+	DefineCustomIntVariable("redis_primitives.lease_margin",
+							"Time before a lease's local deadline at which a lock-bound fence guard stops accepting writes under it.",
+							"A lock-bound guard accepts a write while (time the acquire was sent) + ttl - lease_margin has not passed.  The margin absorbs clock rate differences between this machine and Redis and the time from the write to its commit.",
+							&rp_lease_margin_ms, 100, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * Reading and writing the token, rendering the lock name.
+ * ------------------------------------------------------------------------
+ */
+
+/* The token in the guard's column of tuple, as int64; *isnull set for NULL. */
+static int64
+rp_fence_value(RpGuard *g, HeapTuple tuple, TupleDesc desc, bool *isnull)
+{
+	Datum		d = heap_getattr(tuple, g->attnum, desc, isnull);
+
+	if (*isnull)
+		return 0;
+	switch (g->basetype)
+	{
+		case INT2OID:
+			return DatumGetInt16(d);
+		case INT4OID:
+			return DatumGetInt32(d);
+		default:
+			return DatumGetInt64(d);
+	}
+}
+
+/* tuple with the guard's column set to fence (a new tuple, or tuple itself). */
+static HeapTuple
+rp_stamp(RpGuard *g, Relation rel, HeapTuple tuple, int64 fence, MemoryContext cxt)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	Datum		value;
+	bool		isnull;
+	bool		replace;
+	Datum	   *values;
+	bool	   *nulls;
+	bool	   *repl;
+
+	if (rp_fence_value(g, tuple, desc, &isnull) == fence && !isnull)
+		return tuple;
+	if ((g->basetype == INT2OID && (fence > PG_INT16_MAX || fence < PG_INT16_MIN)) ||
+		(g->basetype == INT4OID && (fence > PG_INT32_MAX || fence < PG_INT32_MIN)))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("fence token " INT64_FORMAT " does not fit column \"%s\" of table \"%s\"",
+						fence, g->column, RelationGetRelationName(rel)),
+				 errhint("Make the column bigint.")));
+	value = g->basetype == INT2OID ? Int16GetDatum((int16) fence) :
+		g->basetype == INT4OID ? Int32GetDatum((int32) fence) : Int64GetDatum(fence);
+	if (g->typid != g->basetype)
+		domain_check(value, false, g->typid, &g->domain_extra, cxt);
+	values = palloc0(sizeof(Datum) * desc->natts);
+	nulls = palloc0(sizeof(bool) * desc->natts);
+	repl = palloc0(sizeof(bool) * desc->natts);
+	replace = true;
+	repl[g->attnum - 1] = replace;
+	values[g->attnum - 1] = value;
+	return heap_modify_tuple(tuple, desc, values, nulls, repl);
+}
+
+/* The lock name of tuple, rendered from the template. */
+static char *
+rp_lock_name(RpGuard *g, Relation rel, HeapTuple tuple)
+{
+	StringInfoData s;
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	initStringInfo(&s);
+	for (int i = 0; i < g->nparts; i++)
+	{
+		RpNamePart *p = &g->parts[i];
+		bool		isnull;
+		Datum		d;
+
+		if (p->text)
+		{
+			appendStringInfoString(&s, p->text);
+			continue;
+		}
+		d = heap_getattr(tuple, p->attnum, desc, &isnull);
+		if (isnull)
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("column \"%s\" of table \"%s\" is NULL, so the row has no lock name",
+							NameStr(TupleDescAttr(desc, p->attnum - 1)->attname),
+							RelationGetRelationName(rel)),
+					 errdetail("The guard's lock name template is \"%s\".", g->target)));
+		appendStringInfoString(&s, OutputFunctionCall(&p->out, d));
+	}
+	return s.data;
+}
+
+/*
+ * The fence this session may write under: the fence of its live lease on
+ * name (lock-bound), or this server's epoch for the election (leader-bound).
+ * RP004 when there is none.
+ */
+static int64
+rp_live_fence(RpGuard *g, Relation rel, const char *name)
+{
+	int64		fence;
+
+	if (g->kind == RP_GUARD_LOCK)
+	{
+		TimestampTz expires_at;
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (!rp_lease_lookup(name, strlen(name), &fence, &expires_at))
+			ereport(ERROR,
+					(errcode(ERRCODE_RP_NO_LEASE),
+					 errmsg("no lease on \"%s\" for a write to table \"%s\"",
+							name, RelationGetRelationName(rel)),
+					 errdetail("This session holds no lease on the lock the row is bound to."),
+					 errhint("Take it first: rp_acquire('%s', ttl_ms).", name)));
+		if (TimestampTzPlusMilliseconds(expires_at, -(int64) rp_lease_margin_ms) <= now)
+			ereport(ERROR,
+					(errcode(ERRCODE_RP_NO_LEASE),
+					 errmsg("lease on \"%s\" has expired for a write to table \"%s\"",
+							name, RelationGetRelationName(rel)),
+					 errdetail("The lease with fence token " INT64_FORMAT " ran out at %s (redis_primitives.lease_margin is %d ms).",
+							   fence, timestamptz_to_str(expires_at), rp_lease_margin_ms),
+					 errhint("Another holder may have the lock now.  Acquire it again and redo the work from a fresh read.")));
+		rp_commit_remember(false, name, fence);
+		return fence;
+	}
+
+	if (!rp_election_believed(g->target, strlen(g->target), &fence))
+		ereport(ERROR,
+				(errcode(ERRCODE_RP_NO_LEASE),
+				 errmsg("this server does not lead \"%s\" for a write to table \"%s\"",
+						g->target, RelationGetRelationName(rel)),
+				 errdetail("%s", !rp_elector_available() ?
+						   "The background elector is not running: redis_primitives is not in shared_preload_libraries." :
+						   "rp_is_leader() is false for this election: another node leads, nobody does, the elector's deadline passed, or the election is not in redis_primitives.elections.")));
+	rp_commit_remember(true, name, fence);
+	return fence;
+}
+
+/* A row holding a higher token than fence refuses the change. */
+static void
+rp_fence_stale(RpGuard *g, Relation rel, int64 stored, int64 fence)
+{
+	if (pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_SELECT) == ACLCHECK_OK ||
+		pg_attribute_aclcheck(RelationGetRelid(rel), g->attnum, GetUserId(),
+							  ACL_SELECT) == ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_RP_STALE_FENCE),
+				 errmsg("stale fence token for table \"%s\"", RelationGetRelationName(rel)),
+				 errdetail("The row holds fence token " INT64_FORMAT
+						   "; this write carries " INT64_FORMAT ".",
+						   stored, fence),
+				 errhint("The lease this write was made under has expired and a newer holder has written since.  Stop and do not retry with the same token.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_RP_STALE_FENCE),
+			 errmsg("stale fence token for table \"%s\"", RelationGetRelationName(rel)),
+			 errdetail("This write carries fence token " INT64_FORMAT
+					   ", lower than the one the row holds.", fence)));
+}
+
+/* ------------------------------------------------------------------------
+ * The trigger.
+ * ------------------------------------------------------------------------
+ */
 
 static void rp_fence_misuse(const char *msg) pg_attribute_noreturn();
 
@@ -39,24 +236,136 @@ rp_fence_misuse(const char *msg)
 			 errmsg("rp_fence_guard: %s", msg)));
 }
 
-/* The token in attnum of tuple, as int64; *isnull set for NULL. */
-static int64
-rp_fence_value(HeapTuple tuple, TupleDesc desc, int attnum, Oid typid,
-			   bool *isnull)
+/* The parsed guard, once per trigger per statement. */
+static RpGuard *
+rp_guard_get(FunctionCallInfo fcinfo, TriggerData *trigdata)
 {
-	Datum		d = heap_getattr(tuple, attnum, desc, isnull);
+	RpGuard    *g = fcinfo->flinfo->fn_extra;
+	MemoryContext old;
 
-	if (*isnull)
-		return 0;
-	switch (typid)
+	if (g == NULL)
 	{
-		case INT2OID:
-			return DatumGetInt16(d);
-		case INT4OID:
-			return DatumGetInt32(d);
-		default:
-			return DatumGetInt64(d);
+		old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+		g = palloc0(sizeof(RpGuard));
+		rp_guard_parse(trigdata->tg_relation, trigdata->tg_trigger, g);
+		MemoryContextSwitchTo(old);
+		fcinfo->flinfo->fn_extra = g;
 	}
+	if (g->problems != NIL)
+	{
+		RpProblem  *p = linitial(g->problems);
+
+		ereport(ERROR,
+				(errcode(p->code),
+				 errmsg("rp_fence_guard: %s", p->msg),
+				 errdetail("Trigger \"%s\" on table \"%s\" cannot guard it; rp_fence_check('%s') lists every problem.",
+						   trigdata->tg_trigger->tgname,
+						   RelationGetRelationName(trigdata->tg_relation),
+						   quote_identifier(RelationGetRelationName(trigdata->tg_relation))),
+				 p->hint ? errhint("%s", p->hint) : 0));
+	}
+	return g;
+}
+
+/* Token guard: the writer passes the token. */
+static Datum
+rp_guard_token(RpGuard *g, TriggerData *trigdata)
+{
+	Relation	rel = trigdata->tg_relation;
+	TupleDesc	desc = RelationGetDescr(rel);
+	bool		update = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event);
+	HeapTuple	newtuple = update ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	int64		newfence;
+	int64		oldfence;
+	bool		isnull;
+
+	newfence = rp_fence_value(g, newtuple, desc, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("fence token in column \"%s\" of table \"%s\" must not be NULL",
+						g->column, RelationGetRelationName(rel)),
+				 errhint("Every write to a fenced table carries the fence token of the lease it was made under.")));
+	if (!update)
+		return PointerGetDatum(newtuple);
+
+	if (g->strict &&
+		!bms_is_member(g->attnum - FirstLowInvalidHeapAttributeNumber,
+					   trigdata->tg_updatedcols))
+		ereport(ERROR,
+				(errcode(ERRCODE_RP_NO_LEASE),
+				 errmsg("an UPDATE of table \"%s\" must set the fence token column \"%s\"",
+						RelationGetRelationName(rel), g->column),
+				 errdetail("The guard is strict: an UPDATE, or the UPDATE of an INSERT ... ON CONFLICT, that does not assign the column would carry the stored token."),
+				 errhint("Add \"%s\" = <your lease's fence> to the SET list (for an upsert: = EXCLUDED.%s).",
+						 g->column, g->column)));
+
+	oldfence = rp_fence_value(g, trigdata->tg_trigtuple, desc, &isnull);
+	if (isnull || newfence >= oldfence)
+		return PointerGetDatum(newtuple);
+	if (g->skip)
+		return PointerGetDatum(NULL);
+	rp_fence_stale(g, rel, oldfence, newfence);
+	pg_unreachable();
+}
+
+/* Lock- and leader-bound guards: the lease is the token. */
+static Datum
+rp_guard_bound(RpGuard *g, TriggerData *trigdata, MemoryContext cxt)
+{
+	Relation	rel = trigdata->tg_relation;
+	TupleDesc	desc = RelationGetDescr(rel);
+	TriggerEvent ev = trigdata->tg_event;
+	HeapTuple	oldtuple = NULL;
+	HeapTuple	newtuple = NULL;
+	char	   *newname = NULL;
+	char	   *oldname = NULL;
+	int64		newfence = 0;
+	int64		oldfence = 0;
+	int64		stored;
+	bool		isnull;
+
+	if (TRIGGER_FIRED_BY_INSERT(ev))
+		newtuple = trigdata->tg_trigtuple;
+	else if (TRIGGER_FIRED_BY_UPDATE(ev))
+	{
+		oldtuple = trigdata->tg_trigtuple;
+		newtuple = trigdata->tg_newtuple;
+	}
+	else
+		oldtuple = trigdata->tg_trigtuple;
+
+	if (g->kind == RP_GUARD_LOCK)
+	{
+		if (newtuple)
+			newname = rp_lock_name(g, rel, newtuple);
+		if (oldtuple)
+			oldname = rp_lock_name(g, rel, oldtuple);
+	}
+	else
+		newname = oldname = (char *) g->target;
+
+	/* The old row's name first: a DELETE or a rename needs its lease. */
+	if (oldtuple)
+	{
+		oldfence = rp_live_fence(g, rel, oldname);
+		if (newtuple)
+			newfence = strcmp(oldname, newname) == 0 ? oldfence :
+				rp_live_fence(g, rel, newname);
+		stored = rp_fence_value(g, oldtuple, desc, &isnull);
+		if (!isnull && stored > oldfence)
+		{
+			if (g->skip)
+				return PointerGetDatum(NULL);
+			rp_fence_stale(g, rel, stored, oldfence);
+		}
+	}
+	else
+		newfence = rp_live_fence(g, rel, newname);
+
+	if (newtuple == NULL)
+		return PointerGetDatum(oldtuple);
+	return PointerGetDatum(rp_stamp(g, rel, newtuple, newfence, cxt));
 }
 
 PG_FUNCTION_INFO_V1(rp_fence_guard);
@@ -64,92 +373,18 @@ Datum
 rp_fence_guard(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	Trigger    *trigger;
-	Relation	rel;
-	TupleDesc	desc;
-	const char *column;
-	bool		skip = false;
-	int			attnum;
-	Oid			typid;
-	HeapTuple	newtuple;
-	int64		newfence;
-	int64		oldfence;
-	bool		isnull;
+	RpGuard    *g;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		rp_fence_misuse("not called by trigger manager");
-	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
-		rp_fence_misuse("must be fired FOR EACH ROW");
-	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event))
-		rp_fence_misuse("must be fired BEFORE INSERT OR UPDATE");
-	if (!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) &&
-		!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
-		rp_fence_misuse("must be fired for INSERT or UPDATE only");
+	g = rp_guard_get(fcinfo, trigdata);
 
-	trigger = trigdata->tg_trigger;
-	rel = trigdata->tg_relation;
-	desc = RelationGetDescr(rel);
-	if (trigger->tgnargs < 1 || trigger->tgnargs > 2)
-		rp_fence_misuse("takes a column name and an optional mode ('error' or 'skip')");
-	column = trigger->tgargs[0];
-	if (trigger->tgnargs == 2)
-	{
-		if (strcmp(trigger->tgargs[1], "skip") == 0)
-			skip = true;
-		else if (strcmp(trigger->tgargs[1], "error") != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-					 errmsg("rp_fence_guard: unknown mode \"%s\"", trigger->tgargs[1]),
-					 errhint("The mode is 'error' (the default) or 'skip'.")));
-	}
+	/* rp_guard_parse made sure of these; a cheap second look. */
+	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BEFORE(trigdata->tg_event))
+		rp_fence_misuse("must be fired BEFORE ... FOR EACH ROW");
 
-	attnum = SPI_fnumber(desc, column);
-	if (attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("rp_fence_guard: column \"%s\" does not exist in table \"%s\"",
-						column, RelationGetRelationName(rel))));
-	typid = TupleDescAttr(desc, attnum - 1)->atttypid;
-	if (typid != INT2OID && typid != INT4OID && typid != INT8OID)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("rp_fence_guard: column \"%s\" of table \"%s\" must be smallint, integer or bigint, not %s",
-						column, RelationGetRelationName(rel), format_type_be(typid))));
-
-	newtuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
-		trigdata->tg_newtuple : trigdata->tg_trigtuple;
-	newfence = rp_fence_value(newtuple, desc, attnum, typid, &isnull);
-	if (isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("fence token in column \"%s\" of table \"%s\" must not be NULL",
-						column, RelationGetRelationName(rel)),
-				 errhint("Every write to a fenced table carries the fence token of the lease it was made under.")));
-
-	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
-		return PointerGetDatum(newtuple);
-
-	oldfence = rp_fence_value(trigdata->tg_trigtuple, desc, attnum, typid, &isnull);
-	if (isnull || newfence >= oldfence)
-		return PointerGetDatum(newtuple);
-
-	/* Stale: a newer holder has already written this row. */
-	if (skip)
-		return PointerGetDatum(NULL);
-	if (pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_SELECT) == ACLCHECK_OK ||
-		pg_attribute_aclcheck(RelationGetRelid(rel), attnum, GetUserId(),
-							  ACL_SELECT) == ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_RP_STALE_FENCE),
-				 errmsg("stale fence token for table \"%s\"", RelationGetRelationName(rel)),
-				 errdetail("The row holds fence token " INT64_FORMAT
-						   "; this write carries " INT64_FORMAT ".",
-						   oldfence, newfence),
-				 errhint("The lease this write was made under has expired and a newer holder has written since.  Stop and do not retry with the same token.")));
-	ereport(ERROR,
-			(errcode(ERRCODE_RP_STALE_FENCE),
-			 errmsg("stale fence token for table \"%s\"", RelationGetRelationName(rel)),
-			 errdetail("This write carries fence token " INT64_FORMAT
-					   ", lower than the one the row holds.", newfence)));
-	pg_unreachable();
+	if (g->kind == RP_GUARD_TOKEN)
+		return rp_guard_token(g, trigdata);
+	return rp_guard_bound(g, trigdata, fcinfo->flinfo->fn_mcxt);
 }

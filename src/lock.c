@@ -49,7 +49,7 @@
 #include "stats.h"
 
 #define RP_TOKEN_BYTES	16
-#define RP_TOKEN_LEN	(RP_TOKEN_BYTES * 2)
+StaticAssertDecl(RP_TOKEN_LEN == RP_TOKEN_BYTES * 2, "a token is hex");
 
 /* How long backend exit and transaction end may spend releasing. */
 #define RP_CLEANUP_TIMEOUT_MS	500
@@ -58,19 +58,21 @@
 #define RP_MAX_UNSETTLED		256
 
 /*
- * What a registry entry is a lease of.  Release, extend and verify dispatch
- * on it; a lock's one key is <prefix>{name}:lock.
+ * What a registry entry is a lease of (RpLeaseKind, lock.h): release and
+ * extend dispatch on it.  A lock's key is <prefix>{name}:lock; a semaphore
+ * permit's (semaphore.c) is a member of <prefix>{name}:sem.
  */
-typedef enum RpLeaseKind
-{
-	RP_LEASE_LOCK = 0
-} RpLeaseKind;
+#define RP_KIND_SUFFIX(kind)	((kind) == RP_LEASE_PERMIT ? "sem" : "lock")
 
-/* The hash key of the registry: a name of any length. */
+/*
+ * The hash key of the registry: a name of any length and a kind (a session
+ * may hold a lock and a permit of one name).
+ */
 typedef struct RpNameKey
 {
 	const char *data;
 	size_t		len;
+	RpLeaseKind kind;
 } RpNameKey;
 
 /* One lease the session believes it holds, or may have been granted. */
@@ -138,7 +140,7 @@ rp_name_hash(const void *key, Size keysize)
 {
 	const RpNameKey *k = key;
 
-	return hash_bytes((const unsigned char *) k->data, (int) k->len);
+	return hash_bytes((const unsigned char *) k->data, (int) k->len) ^ (uint32) k->kind;
 }
 
 static int
@@ -147,7 +149,8 @@ rp_name_match(const void *key1, const void *key2, Size keysize)
 	const RpNameKey *a = key1;
 	const RpNameKey *b = key2;
 
-	return !(a->len == b->len && memcmp(a->data, b->data, a->len) == 0);
+	return !(a->kind == b->kind && a->len == b->len &&
+			 memcmp(a->data, b->data, a->len) == 0);
 }
 
 static void
@@ -171,8 +174,8 @@ rp_registry_setup(void)
 
 /* Fill the fields of a lease; strings are copied into rp_lease_cxt. */
 static void
-rp_lease_fill(RpLease *l, const char *name, size_t namelen, RpArg key,
-			  const char *token, TimestampTz expires_at)
+rp_lease_fill(RpLease *l, const char *name, size_t namelen, RpLeaseKind kind,
+			  RpArg key, const char *token, TimestampTz expires_at)
 {
 	l->name = MemoryContextAlloc(rp_lease_cxt, namelen + 1);
 	memcpy(l->name, name, namelen);
@@ -180,7 +183,8 @@ rp_lease_fill(RpLease *l, const char *name, size_t namelen, RpArg key,
 	l->namelen = namelen;
 	l->hkey.data = l->name;
 	l->hkey.len = namelen;
-	l->kind = RP_LEASE_LOCK;
+	l->hkey.kind = kind;
+	l->kind = kind;
 	l->key = MemoryContextAlloc(rp_lease_cxt, key.len + 1);
 	memcpy(l->key, key.data, key.len);
 	l->key[key.len] = '\0';
@@ -197,13 +201,20 @@ rp_lease_free_strings(RpLease *l)
 }
 
 static RpLease *
-rp_registry_find(const char *name, size_t namelen)
+rp_registry_find_kind(const char *name, size_t namelen, RpLeaseKind kind)
 {
-	RpNameKey	k = {name, namelen};
+	RpNameKey	k = {name, namelen, kind};
 
 	if (rp_held == NULL)
 		return NULL;
 	return hash_search(rp_held, &k, HASH_FIND, NULL);
+}
+
+/* The session's lock (not permit) on name. */
+static RpLease *
+rp_registry_find(const char *name, size_t namelen)
+{
+	return rp_registry_find_kind(name, namelen, RP_LEASE_LOCK);
 }
 
 static void rp_registry_sweep(void);
@@ -227,6 +238,7 @@ rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
 	l->namelen = u->namelen;
 	l->hkey.data = l->name;
 	l->hkey.len = l->namelen;
+	l->hkey.kind = u->kind;
 	l->kind = u->kind;
 	l->key = u->key;
 	l->keylen = u->keylen;
@@ -293,12 +305,12 @@ rp_registry_sweep(void)
 
 /* Record an acquire about to be sent: unsettled until its answer is known. */
 static RpLease *
-rp_unsettled_add(const char *name, size_t namelen, RpArg key,
+rp_unsettled_add(const char *name, size_t namelen, RpLeaseKind kind, RpArg key,
 				 const char *token, TimestampTz expires_at)
 {
 	RpLease    *u = MemoryContextAllocZero(rp_lease_cxt, sizeof(RpLease));
 
-	rp_lease_fill(u, name, namelen, key, token, expires_at);
+	rp_lease_fill(u, name, namelen, kind, key, token, expires_at);
 	if (rp_nunsettled >= RP_MAX_UNSETTLED)
 	{
 		RpLease    *old = dlist_container(RpLease, node,
@@ -323,13 +335,21 @@ rp_unsettled_forget(RpLease *u)
 	pfree(u);
 }
 
+/*
+ * The lease (lock or permit) this session holds on name with the latest
+ * deadline, even one whose deadline has passed: the lock-bound guard
+ * (fence.c) tells "expired" from "none" and applies lease_margin itself.
+ */
 bool
 rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
 				TimestampTz *expires_at)
 {
-	RpLease    *l = rp_registry_find(name, namelen);
+	RpLease    *l = rp_registry_find_kind(name, namelen, RP_LEASE_LOCK);
+	RpLease    *p = rp_registry_find_kind(name, namelen, RP_LEASE_PERMIT);
 
-	if (l == NULL || l->expires_at <= GetCurrentTimestamp())
+	if (l == NULL || (p != NULL && p->expires_at > l->expires_at))
+		l = p;
+	if (l == NULL)
 		return false;
 	*fence = l->fence;
 	*expires_at = l->expires_at;
@@ -360,7 +380,8 @@ rp_lock_eval(const RpScript *script, int nkeys, const RpArg *keys,
  * many were released.
  */
 static int
-rp_release_leases(RpLease **leases, int n, bool quiet, bool *answered)
+rp_release_kind(RpLease **leases, int n, const RpScript *script, bool quiet,
+				TimestampTz deadline, bool *answered)
 {
 	RpArg	   *keys = palloc(sizeof(RpArg) * Max(n, 1));
 	RpArg	   *argv = palloc(sizeof(RpArg) * Max(n, 1));
@@ -370,7 +391,6 @@ rp_release_leases(RpLease **leases, int n, bool quiet, bool *answered)
 	int		   *start = palloc(sizeof(int) * (n + 1));
 	int			ngroups;
 	int			released = 0;
-	TimestampTz deadline;
 
 	if (n == 0)
 		return 0;
@@ -381,8 +401,6 @@ rp_release_leases(RpLease **leases, int n, bool quiet, bool *answered)
 		argv[i] = rp_arg_str(leases[i]->token);
 	}
 	ngroups = rp_slot_groups(n, keys, order, start);
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
 	for (int g = 0; g < ngroups; g++)
 	{
 		int			gn = start[g + 1] - start[g];
@@ -398,7 +416,7 @@ rp_release_leases(RpLease **leases, int n, bool quiet, bool *answered)
 			char	   *err;
 			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
-			r = rp_eval_quiet(&rp_script_lock_release, gn, gkeys, gn, gargv,
+			r = rp_eval_quiet(script, gn, gkeys, gn, gargv,
 							  (int) Max(left, 1), &err);
 			if (r == NULL)
 			{
@@ -410,7 +428,7 @@ rp_release_leases(RpLease **leases, int n, bool quiet, bool *answered)
 			}
 		}
 		else
-			r = rp_lock_eval(&rp_script_lock_release, gn, gkeys, gn, gargv);
+			r = rp_lock_eval(script, gn, gkeys, gn, gargv);
 		rp_redis_answered = true;
 		for (int k = 0; k < gn; k++)
 		{
@@ -420,6 +438,63 @@ rp_release_leases(RpLease **leases, int n, bool quiet, bool *answered)
 				r->elem[k]->type == RP_REPLY_INTEGER && r->elem[k]->integer == 1)
 				released++;
 		}
+	}
+	return released;
+}
+
+/*
+ * Release n leases by compare-and-delete under the keys they were taken
+ * with, each kind by its own script (locks, then semaphore permits), all
+ * within one cleanup deadline.  answered[i] (if given) is set for the leases
+ * that got an answer; quiet: the cleanup face, never ereports.  Returns how
+ * many Redis still held with our token.
+ */
+static int
+rp_release_leases(RpLease **leases, int n, bool quiet, bool *answered)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
+	RpLease   **locks;
+	RpLease   **permits;
+	int		   *lidx;
+	int		   *pidx;
+	bool	   *la;
+	bool	   *pa;
+	int			nl = 0;
+	int			np = 0;
+	int			released;
+
+	if (n == 0)
+		return 0;
+	locks = palloc(sizeof(RpLease *) * n);
+	permits = palloc(sizeof(RpLease *) * n);
+	lidx = palloc(sizeof(int) * n);
+	pidx = palloc(sizeof(int) * n);
+	la = palloc0(sizeof(bool) * n);
+	pa = palloc0(sizeof(bool) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (leases[i]->kind == RP_LEASE_PERMIT)
+		{
+			pidx[np] = i;
+			permits[np++] = leases[i];
+		}
+		else
+		{
+			lidx[nl] = i;
+			locks[nl++] = leases[i];
+		}
+	}
+	released = rp_release_kind(locks, nl, &rp_script_lock_release, quiet,
+							   deadline, la);
+	released += rp_release_kind(permits, np, &rp_script_semaphore_release, quiet,
+								deadline, pa);
+	if (answered)
+	{
+		for (int i = 0; i < nl; i++)
+			answered[lidx[i]] = la[i];
+		for (int i = 0; i < np; i++)
+			answered[pidx[i]] = pa[i];
 	}
 	return released;
 }
@@ -792,7 +867,7 @@ rp_try_acquire(const char *name, size_t namelen, const char *token,
 	argv[0] = rp_arg_str(token);
 	argv[1] = rp_arg_int(ttl_ms);
 	argv[2] = rp_arg_int(floor);
-	*u = rp_unsettled_add(name, namelen, keys[0], token,
+	*u = rp_unsettled_add(name, namelen, RP_LEASE_LOCK, keys[0], token,
 						  TimestampTzPlusMilliseconds(sent, ttl_ms));
 
 	/*
@@ -932,6 +1007,8 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 					 errmsg("verify_at_commit must not be NULL")));
 		verify = PG_GETARG_BOOL(4);
 	}
+	if (!xact)
+		rp_pool_check_session_acquire(name, namelen);	/* pool.c */
 	if (LockTimeout > 0 && wait_ms > LockTimeout)
 		lock_deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
 
@@ -1086,7 +1163,8 @@ rp_lease_of(text *name, text *token, bool *mine)
 	const char *n = VARDATA_ANY(name);
 	size_t		nlen = VARSIZE_ANY_EXHDR(name);
 	char	   *tok = text_to_cstring(token);
-	RpLease    *l = rp_registry_find(n, nlen);
+	RpLeaseKind kind = rp_token_kind(tok);
+	RpLease    *l = rp_registry_find_kind(n, nlen, kind);
 	RpArg		key;
 
 	*mine = (l != NULL && strcmp(l->token, tok) == 0);
@@ -1095,7 +1173,8 @@ rp_lease_of(text *name, text *token, bool *mine)
 	l = palloc0(sizeof(RpLease));
 	l->name = (char *) n;
 	l->namelen = nlen;
-	key = rp_key(n, nlen, "lock");
+	l->kind = kind;
+	key = rp_key(n, nlen, RP_KIND_SUFFIX(kind));
 	l->key = (char *) key.data;
 	l->keylen = key.len;
 	if (strlen(tok) == RP_TOKEN_LEN)
@@ -1126,12 +1205,19 @@ RP_TRACKED_FUNCTION(rp_release_lease, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 RP_TRACKED_FUNCTION(rp_release_name, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 {
 	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
-	RpLease    *mine = rp_registry_find(VARDATA_ANY(name_t),
-										VARSIZE_ANY_EXHDR(name_t));
+	const char *name = VARDATA_ANY(name_t);
+	size_t		namelen = VARSIZE_ANY_EXHDR(name_t);
+	RpLease    *mine = rp_registry_find(name, namelen);
 	bool		released;
 
+	/* A semaphore permit is a lease too (docs/semaphore.md). */
 	if (mine == NULL)
+		mine = rp_registry_find_kind(name, namelen, RP_LEASE_PERMIT);
+	if (mine == NULL)
+	{
+		rp_pool_warn_release_not_held(name, namelen);	/* pool.c */
 		PG_RETURN_BOOL(false);
+	}
 	released = rp_release_leases(&mine, 1, false, NULL) == 1;
 	rp_registry_remove(mine);
 	PG_RETURN_BOOL(released);
@@ -1180,7 +1266,9 @@ RP_TRACKED_FUNCTION(rp_extend, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 	argv[0] = rp_arg_str(l->token);
 	argv[1] = rp_arg_int(ttl_ms);
 	sent = GetCurrentTimestamp();
-	if (rp_reply_int(rp_lock_eval(&rp_script_lock_extend, 1, keys, 2, argv),
+	if (rp_reply_int(rp_lock_eval(l->kind == RP_LEASE_PERMIT ?
+								  &rp_script_semaphore_extend : &rp_script_lock_extend,
+								  1, keys, 2, argv),
 					 "lock_extend") != 1)
 	{
 		/* Not ours any more: stop believing it. */
@@ -1278,4 +1366,242 @@ rp_leases(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Pool-safe forms (the "apps" area; see docs/applications.md).
+ *
+ * rp_release(name, token) and rp_extend(name, token, ttl_ms) act by token
+ * alone, from any connection: a pooled client's release lands on whichever
+ * backend the pool hands it, which need not be the one that acquired.  When
+ * this session's registry does hold that token, it is kept consistent:
+ * forgotten on release, its deadline moved on extend, and its own key used.
+ * Also here: what the pool module (pool.c) needs from the registry.
+ * ------------------------------------------------------------------------
+ */
+
+/* Name and token arguments: 22004 for NULL, 22023 for empty. */
+static RpLease *
+rp_token_args(FunctionCallInfo fcinfo, bool *mine)
+{
+	text	   *name = rp_arg_text(fcinfo, 0, "lock name");
+	text	   *token = rp_arg_text(fcinfo, 1, "lease token");
+
+	rp_register_callbacks();
+	return rp_lease_of(name, token, mine);
+}
+
+RP_TRACKED_FUNCTION(rp_release_token, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
+{
+	bool		mine;
+	RpLease    *l = rp_token_args(fcinfo, &mine);
+	bool		released;
+
+	/* Not one of our tokens' shape: no lease can hold it. */
+	if (l->token[0] == '\0')
+		PG_RETURN_BOOL(false);
+	released = rp_release_leases(&l, 1, false, NULL) == 1;
+	if (mine)
+		rp_registry_remove(l);
+	PG_RETURN_BOOL(released);
+}
+
+RP_TRACKED_FUNCTION(rp_extend_token, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
+{
+	bool		mine;
+	RpLease    *l = rp_token_args(fcinfo, &mine);
+	int64		ttl_ms = rp_arg_int8(fcinfo, 2, "ttl_ms", 1, RP_MAX_TTL_MS);
+	RpArg		keys[2];
+	RpArg		argv[2];
+	RpReply    *r;
+	TimestampTz sent;
+	TimestampTz expires;
+	int64		fence;
+
+	if (l->token[0] == '\0')
+		PG_RETURN_NULL();
+	keys[0].data = l->key;
+	keys[0].len = l->keylen;
+	/* The same hash tag as the lock key, so the same slot. */
+	keys[1] = rp_key(l->name, l->namelen, "fence");
+	argv[0] = rp_arg_str(l->token);
+	argv[1] = rp_arg_int(ttl_ms);
+	sent = GetCurrentTimestamp();
+	if (l->kind == RP_LEASE_PERMIT)
+	{
+		/*
+		 * A permit: its own extend script.  Only this session knows its
+		 * fence (a semaphore has no per-permit counter value to read back).
+		 */
+		if (!mine)
+			PG_RETURN_NULL();
+		if (rp_reply_int(rp_lock_eval(&rp_script_semaphore_extend, 1, keys, 2, argv),
+						 "semaphore_extend") != 1)
+		{
+			rp_registry_remove(l);
+			PG_RETURN_NULL();
+		}
+		fence = l->fence;
+	}
+	else
+	{
+		r = rp_lock_eval(&rp_script_lock_extend_token, 2, keys, 2, argv);
+		if (rp_reply_is_nil(r))
+		{
+			/* Not ours any more: stop believing it. */
+			if (mine)
+				rp_registry_remove(l);
+			PG_RETURN_NULL();
+		}
+		if (r->type != RP_REPLY_STRING)
+			elog(ERROR, "unexpected Redis reply for lock_extend_token: expected a decimal string");
+		/* The session's own record is exact; otherwise the counter (see script). */
+		fence = mine ? l->fence : pg_strtoint64(r->str);
+	}
+	/* Counted from when it was asked for: conservative, like rp_acquire. */
+	expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
+	l->expires_at = expires;
+	l->fence = fence;
+	if (mine)
+		rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
+	PG_RETURN_DATUM(rp_make_lease(fcinfo, l));
+}
+
+/*
+ * Release every session-scoped lease this backend holds, for DISCARD ALL
+ * (pool.c).  Never throws: a lease that cannot be released expires by its
+ * TTL.  Returns how many Redis still held.
+ */
+int
+rp_lock_release_session_leases(void)
+{
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+	RpLease   **take;
+	int			n = 0;
+	int			released;
+
+	if (rp_held == NULL || hash_get_num_entries(rp_held) == 0)
+		return 0;
+	take = palloc(sizeof(RpLease *) * hash_get_num_entries(rp_held));
+	hash_seq_init(&seq, rp_held);
+	while ((l = hash_seq_search(&seq)) != NULL)
+		if (!l->xact)
+			take[n++] = l;
+	released = rp_release_leases(take, n, true, NULL);
+	for (int i = 0; i < n; i++)
+		rp_registry_remove(take[i]);
+	pfree(take);
+	return released;
+}
+
+/* ------------------------------------------------------------------------
+ * Leases of other kinds: semaphore permits (src/semaphore.c).
+ *
+ * A permit is a registry entry like a lock's, so rp_release, rp_extend,
+ * rp_release_all, rp_leases, transaction and exit release and the
+ * lock-bound fence guard treat it as a lease.  What differs per kind is the
+ * key (":sem", a sorted set, instead of ":lock") and the release and extend
+ * scripts.  The kind is also written into the token itself (a permit's
+ * begins with 's', which no hex lock token can), so rp_release(lease) and
+ * rp_extend work for a permit from any session.  An acquire is recorded
+ * (rp_lease_pending) before it is sent, like a lock's.
+ * ------------------------------------------------------------------------
+ */
+
+RpLeaseKind
+rp_token_kind(const char *token)
+{
+	return token[0] == 's' ? RP_LEASE_PERMIT : RP_LEASE_LOCK;
+}
+
+void
+rp_lease_new_token(char *out, RpLeaseKind kind)
+{
+	rp_new_token(out);
+	if (kind == RP_LEASE_PERMIT)
+		out[0] = 's';
+}
+
+RpReply *
+rp_lease_eval(const RpScript *script, int nkeys, const RpArg *keys,
+			  int nargs, const RpArg *argv)
+{
+	return rp_lock_eval(script, nkeys, keys, nargs, argv);
+}
+
+bool
+rp_lease_find_live(const char *name, size_t namelen, RpLeaseKind kind,
+				   char *token, int64 *fence, TimestampTz *expires_at)
+{
+	RpLease    *l = rp_registry_find_kind(name, namelen, kind);
+
+	if (l == NULL || l->expires_at <= GetCurrentTimestamp())
+		return false;
+	memcpy(token, l->token, RP_TOKEN_LEN + 1);
+	*fence = l->fence;
+	*expires_at = l->expires_at;
+	return true;
+}
+
+void *
+rp_lease_pending(const char *name, size_t namelen, const char *token,
+				 TimestampTz expires_at, RpLeaseKind kind)
+{
+	rp_register_callbacks();
+	/* Until Redis answers it may be hung (see rp_try_acquire). */
+	rp_redis_answered = false;
+	return rp_unsettled_add(name, namelen, kind,
+							rp_key(name, namelen, RP_KIND_SUFFIX(kind)),
+							token, expires_at);
+}
+
+void
+rp_lease_settle(void *pending, int64 fence, bool xact)
+{
+	RpLease    *u = pending;
+	RpLease    *stale;
+
+	rp_redis_answered = true;
+	if (fence <= 0)
+	{
+		rp_unsettled_forget(u);
+		return;
+	}
+	/* One lease of a kind per name: one that expired is forgotten. */
+	stale = rp_registry_find_kind(u->name, u->namelen, u->kind);
+	if (stale != NULL)
+		rp_registry_remove(stale);
+	(void) rp_registry_add(u, fence, xact, false);
+}
+
+void
+rp_lease_remember(const char *name, size_t namelen, const char *token,
+				  int64 fence, TimestampTz expires_at, bool xact,
+				  RpLeaseKind kind)
+{
+	rp_lease_settle(rp_lease_pending(name, namelen, token, expires_at, kind),
+					fence, xact);
+}
+
+void
+rp_lease_orphan(const char *name, size_t namelen, const char *token,
+				TimestampTz expires_at, RpLeaseKind kind)
+{
+	(void) rp_lease_pending(name, namelen, token, expires_at, kind);
+}
+
+Datum
+rp_lease_datum(FunctionCallInfo fcinfo, const char *name, size_t namelen,
+			   const char *token, int64 fence, TimestampTz expires_at)
+{
+	RpLease		l;
+
+	memset(&l, 0, sizeof(l));
+	l.name = (char *) name;
+	l.namelen = namelen;
+	strlcpy(l.token, token, sizeof(l.token));
+	l.fence = fence;
+	l.expires_at = expires_at;
+	return rp_make_lease(fcinfo, &l);
 }

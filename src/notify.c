@@ -92,14 +92,15 @@ rp_notify_init(void)
 							   "Empty (the default) sends nothing.  The payload is JSON: name, node_id, epoch, is_leader, at.  Needs redis_primitives.elector_database.",
 							   &rp_leader_channel, "", PGC_SIGHUP, 0,
 							   rp_check_channel, NULL, NULL);
+	/* PGC_POSTMASTER: definable only while preloading (see stats.c). */
+	if (!process_shared_preload_libraries_in_progress)
+		return;
 	DefineCustomStringVariable("redis_primitives.elector_database",
 							   "Database in which leadership notifications are sent.",
 							   "Empty (the default) starts no notifier.  LISTEN in this database.",
 							   &rp_elector_database, "", PGC_POSTMASTER, 0,
 							   NULL, NULL, NULL);
-
-	if (!process_shared_preload_libraries_in_progress ||
-		rp_elector_database == NULL || rp_elector_database[0] == '\0')
+	if (rp_elector_database == NULL || rp_elector_database[0] == '\0')
 		return;
 
 	memset(&worker, 0, sizeof(worker));

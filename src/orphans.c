@@ -29,6 +29,7 @@
 
 #include "conn.h"
 #include "orphans.h"
+#include "lock.h"
 #include "rp_scripts.h"
 
 #define RP_ORPHAN_SLOTS		128
@@ -172,7 +173,9 @@ rp_orphans_drain(void)
 			char	   *err;
 
 			/* Any answer settles it: released, or no longer ours. */
-			done = rp_eval_quiet(&rp_script_lock_release, 1, &key, 1, &token,
+			done = rp_eval_quiet(rp_token_kind(o->token) == RP_LEASE_PERMIT ?
+								 &rp_script_semaphore_release : &rp_script_lock_release,
+								 1, &key, 1, &token,
 								 RP_ORPHAN_TIMEOUT_MS, &err) != NULL;
 		}
 		if (!done)

@@ -30,6 +30,8 @@
 
 #include "conn.h"
 #include "args.h"
+#include "lock.h"
+#include "ratelimit.h"
 #include "redis_primitives.h"
 #include "rp_scripts.h"
 #include "stats.h"
@@ -91,6 +93,7 @@ typedef struct RpRlRequest
 	int64		window_ms;
 	int64		cost;
 	const RpRlAlgorithm *algorithm;
+	bool		shadow;			/* mode 'shadow': admit, count the refusals */
 } RpRlRequest;
 
 /* What the script answered; known = false when ratelimit_on_error did. */
@@ -102,7 +105,17 @@ typedef struct RpRlResult
 	int64		remaining;
 	int64		retry_after_ms;
 	int64		reset_after_ms;
+	bool		would_refuse;	/* the limit's own verdict (meaningful if known) */
 } RpRlResult;
+
+/*
+ * For statistics (rp_stats): when set, called once per answered
+ * rp_ratelimit / rp_ratelimit_consume call with the algorithm, whether the
+ * call admitted, whether the limit refused (in shadow mode the call admits
+ * what the limit refuses), and the mode.  Not called for peeks, nor when
+ * ratelimit_on_error answered.
+ */
+rp_ratelimit_observer_hook_type rp_ratelimit_observer_hook = NULL;
 
 /* ------------------------------------------------------------------------
  * Settings.
@@ -193,6 +206,25 @@ rp_rl_args(FunctionCallInfo fcinfo, RpRlRequest *req)
 	req->window_ms = rp_arg_int8(fcinfo, 2, "window_ms", 1, RP_MAX_TTL_MS);
 	req->cost = rp_arg_int8(fcinfo, 3, "cost", 1, PG_INT64_MAX);
 	req->algorithm = rp_rl_algorithm(fcinfo, 4);
+	req->shadow = false;
+	/* A 1.0 catalog calls with five arguments: mode is 'enforce'. */
+	if (PG_NARGS() > 5)
+	{
+		char	   *mode;
+
+		if (PG_ARGISNULL(5))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("mode must not be NULL")));
+		mode = text_to_cstring(PG_GETARG_TEXT_PP(5));
+		if (strcmp(mode, "shadow") == 0)
+			req->shadow = true;
+		else if (strcmp(mode, "enforce") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown rate limit mode \"%s\"", mode),
+					 errhint("Valid modes are enforce and shadow.")));
+	}
 
 	if (req->max_requests > RP_RL_MAX_PRODUCT / req->window_ms)
 		ereport(ERROR,
@@ -234,7 +266,7 @@ rp_rl_member_id(void)
  * set when a class-08 error was caught.
  */
 static RpReply *
-rp_rl_try_eval(const RpScript *script, const RpArg *key, int nargs,
+rp_rl_try_eval(const RpScript *script, int nkeys, const RpArg *keys, int nargs,
 			   const RpArg *argv, ErrorData **err)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
@@ -245,7 +277,7 @@ rp_rl_try_eval(const RpScript *script, const RpArg *key, int nargs,
 	*err = NULL;
 	PG_TRY();
 	{
-		r = rp_eval(script, 1, key, nargs, argv);
+		r = rp_eval(script, nkeys, keys, nargs, argv);
 	}
 	PG_CATCH();
 	{
@@ -271,30 +303,38 @@ rp_rl_try_eval(const RpScript *script, const RpArg *key, int nargs,
  */
 static bool
 rp_rl_eval(const RpRlRequest *req, int nargs, const RpArg *argv, bool never,
-		   RpReply **reply, RpRlResult *result)
+		   bool count_shadow, RpReply **reply, RpRlResult *result)
 {
-	RpArg		key = rp_key(req->key, req->keylen, req->algorithm->suffix);
+	RpArg		keys[2];
+	int			nkeys = 1;
 	ErrorData  *edata;
 
+	keys[0] = rp_key(req->key, req->keylen, req->algorithm->suffix);
+	if (count_shadow)
+		keys[nkeys++] = rp_key(req->key, req->keylen, "rl:shadow");
 	if (rp_rl_on_error == RP_RL_ON_ERROR_ERROR)
 	{
-		*reply = rp_eval(req->algorithm->script, 1, &key, nargs, argv);
+		*reply = rp_eval(req->algorithm->script, nkeys, keys, nargs, argv);
 		return true;
 	}
-	*reply = rp_rl_try_eval(req->algorithm->script, &key, nargs, argv, &edata);
+	*reply = rp_rl_try_eval(req->algorithm->script, nkeys, keys, nargs, argv, &edata);
 	if (*reply != NULL)
 		return true;
 
 	memset(result, 0, sizeof(*result));
-	result->allowed = (rp_rl_on_error == RP_RL_ON_ERROR_ALLOW) && !never;
+	/* Shadow mode never refuses, even when deny would. */
+	result->allowed = req->shadow ||
+		((rp_rl_on_error == RP_RL_ON_ERROR_ALLOW) && !never);
 	result->known = false;
 	result->retry_known = result->allowed || never;
 	result->retry_after_ms = never ? -1 : 0;
 	ereport(WARNING,
 			(errcode(edata->sqlerrcode),
-			 errmsg("Redis could not be reached: rate limit on \"%s\" %s by redis_primitives.ratelimit_on_error",
+			 errmsg("Redis could not be reached: rate limit on \"%s\" %s",
 					pnstrdup(req->key, req->keylen),
-					result->allowed ? "allowed" : "denied"),
+					req->shadow ? "allowed by shadow mode" :
+					result->allowed ? "allowed by redis_primitives.ratelimit_on_error" :
+					"denied by redis_primitives.ratelimit_on_error"),
 			 errdetail("The call failed with: %s%s%s", edata->message,
 					   edata->detail ? ". " : "", edata->detail ? edata->detail : "")));
 	FreeErrorData(edata);
@@ -311,11 +351,13 @@ rp_rl_call(FunctionCallInfo fcinfo, bool consume, RpRlResult *result)
 {
 	RpRlRequest req;
 	bool		never;
+	bool		consuming;
 	RpArg		argv[6];
 	int			nargs = 5;
 	RpReply    *r;
 
 	rp_rl_args(fcinfo, &req);
+	consuming = consume;
 	never = req.cost > req.max_requests;
 	if (never)
 		consume = false;
@@ -328,7 +370,7 @@ rp_rl_call(FunctionCallInfo fcinfo, bool consume, RpRlResult *result)
 	if (req.algorithm->script == &rp_script_ratelimit_sliding_log)
 		argv[nargs++] = consume ? rp_rl_member_id() : rp_arg_str("");
 
-	if (!rp_rl_eval(&req, nargs, argv, never, &r, result))
+	if (!rp_rl_eval(&req, nargs, argv, never, req.shadow && consume, &r, result))
 		return;
 
 	if (r->type != RP_REPLY_ARRAY || r->nelem != 4)
@@ -344,17 +386,40 @@ rp_rl_call(FunctionCallInfo fcinfo, bool consume, RpRlResult *result)
 		result->allowed = false;
 		result->retry_after_ms = -1;
 	}
+	result->would_refuse = !result->allowed;
+	if (req.shadow && result->would_refuse)
+	{
+		/*
+		 * Admitted although the limit refuses.  The algorithm's script
+		 * counted the refusal (and, like any refusal, recorded nothing);
+		 * a request that can never be admitted was only peeked at, so it
+		 * is counted here.
+		 */
+		if (never && consuming)
+		{
+			RpArg		skey = rp_key(req.key, req.keylen, "rl:shadow");
+
+			(void) rp_eval(&rp_script_ratelimit_shadow_count, 1, &skey, 0, NULL);
+		}
+		result->allowed = true;
+	}
+	if (rp_ratelimit_observer_hook && consuming)
+		rp_ratelimit_observer_hook(req.algorithm->name, result->allowed,
+								   result->would_refuse, req.shadow);
 }
 
 static Datum
 rp_rl_record(FunctionCallInfo fcinfo, const RpRlResult *res)
 {
 	TupleDesc	tupdesc;
-	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	/* 1.0's record has four fields, 1.1's rp_ratelimit_consume five. */
+	if (tupdesc->natts != 4 && tupdesc->natts != 5)
+		elog(ERROR, "return type must have 4 or 5 fields");
 	values[0] = BoolGetDatum(res->allowed);
 	values[1] = Int64GetDatum(res->remaining);
 	values[2] = Int64GetDatum(res->retry_after_ms);
@@ -369,6 +434,8 @@ rp_rl_record(FunctionCallInfo fcinfo, const RpRlResult *res)
 		nulls[2] = !res->retry_known;
 		nulls[3] = true;
 	}
+	values[4] = BoolGetDatum(res->would_refuse);
+	nulls[4] = !res->known;
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
 }
 
@@ -405,12 +472,31 @@ RP_TRACKED_FUNCTION(rp_ratelimit_peek, RP_PRIM_RATELIMIT_PEEK, RP_OUT_RECORD_REF
 RP_TRACKED_FUNCTION(rp_ratelimit_reset, RP_PRIM_RATELIMIT_RESET, RP_OUT_PLAIN)
 {
 	text	   *key = rp_arg_text(fcinfo, 0, "rate limit key");
-	RpArg		keys[RP_RL_NALGORITHMS];
+	RpArg		keys[RP_RL_NALGORITHMS + 1];
 
 	for (size_t i = 0; i < RP_RL_NALGORITHMS; i++)
 		keys[i] = rp_key(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
 						 rp_rl_algorithms[i].suffix);
+	/* and the shadow-mode count of refusals */
+	keys[RP_RL_NALGORITHMS] = rp_key(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
+									 "rl:shadow");
 	PG_RETURN_BOOL(rp_reply_int(rp_eval(&rp_script_ratelimit_reset,
-										RP_RL_NALGORITHMS, keys, 0, NULL),
+										RP_RL_NALGORITHMS + 1, keys, 0, NULL),
 								"ratelimit_reset") > 0);
+}
+
+/*
+ * rp_ratelimit_shadow_refusals(key): how many requests on key the limit
+ * refused in shadow mode (and the calls admitted), under every algorithm,
+ * since the count began or rp_ratelimit_reset(key).
+ */
+PG_FUNCTION_INFO_V1(rp_ratelimit_shadow_refusals);
+Datum
+rp_ratelimit_shadow_refusals(PG_FUNCTION_ARGS)
+{
+	text	   *key = rp_arg_text(fcinfo, 0, "rate limit key");
+	RpArg		skey = rp_key(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), "rl:shadow");
+
+	PG_RETURN_INT64(rp_reply_int(rp_eval(&rp_script_ratelimit_shadow_read, 1, &skey, 0, NULL),
+								 "ratelimit_shadow_read"));
 }

@@ -24,6 +24,8 @@
 #include "orphans.h"
 #include "redis_primitives.h"
 #include "stats.h"
+#include "sentinel_auth.h"
+#include "tls.h"
 
 PG_MODULE_MAGIC;
 
@@ -47,9 +49,22 @@ rp_emit_log_hook(ErrorData *edata)
 	 * stays as it is in every language.
 	 */
 	if (edata->message_id != NULL && edata->message != NULL &&
-		strcmp(edata->message_id, "parameter \"%s\" changed to \"%s\"") == 0 &&
-		strstr(edata->message, "\"redis_primitives.password\"") != NULL)
-		edata->message = pstrdup("parameter \"redis_primitives.password\" changed");
+		strcmp(edata->message_id, "parameter \"%s\" changed to \"%s\"") == 0)
+	{
+		static const char *const secrets[] = {
+			"redis_primitives.password",
+			"redis_primitives.sentinel_password"
+		};
+
+		for (size_t i = 0; i < lengthof(secrets); i++)
+		{
+			char	   *quoted = psprintf("\"%s\"", secrets[i]);
+
+			if (strstr(edata->message, quoted) != NULL)
+				edata->message = psprintf("parameter %s changed", quoted);
+			pfree(quoted);
+		}
+	}
 	if (rp_prev_emit_log_hook)
 		rp_prev_emit_log_hook(edata);
 }
@@ -59,10 +74,14 @@ _PG_init(void)
 {
 	rp_conn_init();
 	rp_orphans_init();
+	rp_tls_init();
+	rp_sentinel_auth_init();
 	rp_lock_init();
 	rp_ratelimit_init();
 	rp_election_init();
 	rp_stats_init();
+	rp_fence_init();
+	rp_pool_init();
 
 	MarkGUCPrefixReserved("redis_primitives");
 

@@ -13,5 +13,7 @@
 
 extern void rp_ratelimit_init(void);
 extern void rp_election_init(void);
+extern void rp_fence_init(void);
+extern void rp_pool_init(void);
 
 #endif							/* REDIS_PRIMITIVES_H */

@@ -195,11 +195,18 @@ rp_stats_init(void)
 							 "Costs two clock readings and a few counter updates in shared memory per call.",
 							 &rp_track, true, PGC_SUSET, 0,
 							 NULL, NULL, NULL);
-	DefineCustomIntVariable("redis_primitives.max_tracked_leases",
+	/*
+	 * A PGC_POSTMASTER setting can only be defined while the postmaster
+	 * preloads the library; a backend that loads it later (CREATE EXTENSION
+	 * without shared_preload_libraries) would end with FATAL.  Without
+	 * preloading there is no shared memory to size anyway.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("redis_primitives.max_tracked_leases",
 							"Number of leases rp_locks can show at once, across all backends.",
 							"Each takes 256 bytes of shared memory.  Leases beyond it are held as usual but counted in rp_stats_info.locks_not_shown instead of shown.",
-							&rp_max_tracked_leases, 1024, 0, 1000000,
-							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+								&rp_max_tracked_leases, 1024, 0, 1000000,
+								PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	rp_notify_init();
 
 	if (!process_shared_preload_libraries_in_progress)

@@ -37,6 +37,9 @@
 	X(RATELIMIT_GCRA, "ratelimit_gcra") \
 	X(RATELIMIT_PEEK, "ratelimit_peek") \
 	X(RATELIMIT_RESET, "ratelimit_reset") \
+	X(SEMAPHORE_ACQUIRE, "semaphore_acquire") \
+	X(SEMAPHORE_ACQUIRE_XACT, "semaphore_acquire_xact") \
+	X(SEMAPHORE_INFO, "semaphore_info") \
 	X(CAMPAIGN, "campaign") \
 	X(RESIGN, "resign") \
 	X(LEADER, "leader") \

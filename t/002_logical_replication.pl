@@ -32,11 +32,12 @@ my $schema = q{
 
 my $pub = PostgreSQL::Test::Cluster->new('publisher');
 $pub->init(allows_streaming => 'logical');
-$pub->append_conf('postgresql.conf', $redis->pg_conf);
+my $conf = $redis->pg_conf . "shared_preload_libraries = 'redis_primitives'\n";
+$pub->append_conf('postgresql.conf', $conf);
 $pub->start;
 my $sub = PostgreSQL::Test::Cluster->new('subscriber');
 $sub->init;
-$sub->append_conf('postgresql.conf', $redis->pg_conf . "wal_retrieve_retry_interval = 200ms\n");
+$sub->append_conf('postgresql.conf', $conf . "wal_retrieve_retry_interval = 200ms\n");
 $sub->start;
 
 $pub->safe_psql('postgres', $schema . q{

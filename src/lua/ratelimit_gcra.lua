@@ -5,6 +5,8 @@
 -- KEYS[1]  <prefix>{key}:rl:gcra  string '<tat_ms> <rem> <L>': the theoretical
 --          arrival time TAT = tat_ms + rem / L ms (0 <= rem < L), kept as a
 --          fraction so that W / L needs no rounding
+-- KEYS[2]  (shadow mode only) <prefix>{key}:rl:shadow, the count of
+--          requests the limit refused
 -- ARGV[1]  max_requests (L): the burst, and the units per window
 -- ARGV[2]  window_ms (W)
 -- ARGV[3]  cost (1 <= cost <= L)
@@ -77,4 +79,9 @@ if allowed and consume then
 end
 
 local remaining = idiv((now + window - tm) * limit - tr, window)
+-- Shadow mode: the caller admits every request, and counts here, in the
+-- same atomic call, each one the limit refuses (which records nothing).
+if KEYS[2] and not allowed then
+  redis.call('INCR', KEYS[2])
+end
 return {allowed and 1 or 0, remaining, retry, reset}

@@ -5,6 +5,8 @@
 --
 -- KEYS[1]  <prefix>{key}:rl:sliding_log  sorted set, one member per admitted
 --          unit, scored with the millisecond it was admitted
+-- KEYS[2]  (shadow mode only) <prefix>{key}:rl:shadow, the count of
+--          requests the limit refused
 -- ARGV[1]  max_requests: units allowed in any window
 -- ARGV[2]  window_ms
 -- ARGV[3]  cost: units this request takes (1 <= cost <= max_requests)
@@ -73,4 +75,9 @@ end
 
 local remaining = limit - used
 if remaining < 0 then remaining = 0 end
+-- Shadow mode: the caller admits every request, and counts here, in the
+-- same atomic call, each one the limit refuses (which records nothing).
+if KEYS[2] and not allowed then
+  redis.call('INCR', KEYS[2])
+end
 return {allowed and 1 or 0, remaining, retry, reset}

@@ -6,6 +6,8 @@
 -- KEYS[1]  <prefix>{key}:rl:sliding_window  hash: s = start of the current
 --          bucket (ms, a multiple of window_ms), c = units in it, p = units in
 --          the bucket before it
+-- KEYS[2]  (shadow mode only) <prefix>{key}:rl:shadow, the count of
+--          requests the limit refused
 -- ARGV[1]  max_requests (L)
 -- ARGV[2]  window_ms (W), also the bucket width
 -- ARGV[3]  cost (1 <= cost <= L)
@@ -93,4 +95,9 @@ end
 
 local remaining = idiv(limit * window - cur * window - prevW, window)
 if limit * window < cur * window + prevW then remaining = 0 end
+-- Shadow mode: the caller admits every request, and counts here, in the
+-- same atomic call, each one the limit refuses (which records nothing).
+if KEYS[2] and not allowed then
+  redis.call('INCR', KEYS[2])
+end
 return {allowed and 1 or 0, remaining, retry, reset}

@@ -72,3 +72,19 @@ AS 'MODULE_PATHNAME', 'rp_leases'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION @extschema@.rp_leases() IS
   'The leases this session believes it holds';
+
+-- Pool-safe forms: act by token from any connection (see docs/applications.md).
+
+CREATE FUNCTION @extschema@.rp_release(name pg_catalog.text, token pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'rp_release_token'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION @extschema@.rp_release(pg_catalog.text, pg_catalog.text) IS
+  'Compare-and-delete by token, from any connection (what a connection pool needs); false when the lease is no longer held with this token';
+
+CREATE FUNCTION @extschema@.rp_extend(name pg_catalog.text, token pg_catalog.text, ttl_ms pg_catalog.int8)
+RETURNS @extschema@.rp_lease
+AS 'MODULE_PATHNAME', 'rp_extend_token'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION @extschema@.rp_extend(pg_catalog.text, pg_catalog.text, pg_catalog.int8) IS
+  'Compare-and-pexpire by token, from any connection: the lease lives ttl_ms from now; NULL if no longer held';

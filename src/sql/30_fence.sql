@@ -5,7 +5,19 @@ RETURNS trigger
 AS 'MODULE_PATHNAME', 'rp_fence_guard'
 LANGUAGE C;
 COMMENT ON FUNCTION @extschema@.rp_fence_guard() IS
-  'BEFORE INSERT OR UPDATE FOR EACH ROW trigger, args (column [, ''error''|''skip'']): refuses a write whose fence token is lower than the stored one';
+  'BEFORE ... FOR EACH ROW trigger, args (column [, options]): options ''error''|''skip'', ''strict'', ''lock=<name template>'', ''leader=<election>''; refuses stale writes (RP001) and writes without a live lease or token (RP004)';
+
+-- What is wrong with a table's guards: one row per problem, none when every
+-- guard can work.
+CREATE FUNCTION @extschema@.rp_fence_check(fenced_table pg_catalog.regclass,
+                                           OUT trigger_name pg_catalog.text,
+                                           OUT problem pg_catalog.text,
+                                           OUT hint pg_catalog.text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rp_fence_check'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.rp_fence_check(pg_catalog.regclass) IS
+  'Every reason a rp_fence_guard trigger of the table cannot guard it (wrong timing, events, column, options, trigger order); no rows when all can';
 
 CREATE TABLE @extschema@.rp_fenced_store (
   resource   pg_catalog.text PRIMARY KEY,
@@ -90,7 +102,9 @@ LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+  g     record;
   col   pg_catalog.text;
+  typ   pg_catalog.oid;
   top   pg_catalog.int8;
   floor pg_catalog.int8 := 0;
   found_guard pg_catalog.bool := false;
@@ -99,13 +113,44 @@ BEGIN
     RAISE EXCEPTION 'fenced_table must not be NULL' USING ERRCODE = '22004';
   END IF;
   -- The guarded column is the first argument of each rp_fence_guard trigger.
-  FOR col IN
-    SELECT pg_catalog.split_part(pg_catalog.encode(t.tgargs, 'escape'), '\000', 1)
+  -- tgargs is the arguments, each ended by a zero byte, in the database's
+  -- encoding: cut at the first zero byte and decode (never 'escape', which
+  -- would mangle a backslash or any non-ASCII character of the name).
+  FOR g IN
+    SELECT t.tgname, t.tgnargs, t.tgargs
     FROM pg_catalog.pg_trigger AS t
     WHERE t.tgrelid OPERATOR(pg_catalog.=) fenced_table
       AND t.tgfoid OPERATOR(pg_catalog.=) '@extschema@.rp_fence_guard()'::pg_catalog.regprocedure
   LOOP
     found_guard := true;
+    IF g.tgnargs OPERATOR(pg_catalog.<) 1 THEN
+      RAISE EXCEPTION 'rp_fence_guard trigger "%" on table % has no column argument', g.tgname, fenced_table
+        USING ERRCODE = '39P01',
+              HINT = pg_catalog.format('rp_fence_check(%L) lists what is wrong with the table''s guards.', fenced_table);
+    END IF;
+    col := pg_catalog.convert_from(
+             pg_catalog.substring(g.tgargs, 1,
+               pg_catalog.position(g.tgargs, '\x00'::pg_catalog.bytea) OPERATOR(pg_catalog.-) 1),
+             pg_catalog.getdatabaseencoding());
+    SELECT a.atttypid INTO typ
+    FROM pg_catalog.pg_attribute AS a
+    WHERE a.attrelid OPERATOR(pg_catalog.=) fenced_table
+      AND a.attname OPERATOR(pg_catalog.=) col AND NOT a.attisdropped AND a.attnum OPERATOR(pg_catalog.>) 0;
+    IF typ IS NULL THEN
+      RAISE EXCEPTION 'column "%" of rp_fence_guard trigger "%" does not exist in table %', col, g.tgname, fenced_table
+        USING ERRCODE = '42703';
+    END IF;
+    -- Through domains to the base type.
+    WHILE (SELECT t.typtype FROM pg_catalog.pg_type AS t WHERE t.oid OPERATOR(pg_catalog.=) typ) OPERATOR(pg_catalog.=) 'd' LOOP
+      SELECT t.typbasetype INTO typ FROM pg_catalog.pg_type AS t WHERE t.oid OPERATOR(pg_catalog.=) typ;
+    END LOOP;
+    IF typ OPERATOR(pg_catalog.<>) ALL (ARRAY['pg_catalog.int2'::pg_catalog.regtype,
+                                             'pg_catalog.int4'::pg_catalog.regtype,
+                                             'pg_catalog.int8'::pg_catalog.regtype]::pg_catalog.oid[]) THEN
+      RAISE EXCEPTION 'column "%" of rp_fence_guard trigger "%" is %, not an integer type', col, g.tgname,
+                      typ::pg_catalog.regtype
+        USING ERRCODE = '42804';
+    END IF;
     EXECUTE pg_catalog.format('SELECT pg_catalog.max(%I)::pg_catalog.int8 FROM %s', col, fenced_table)
       INTO top;
     floor := GREATEST(floor, COALESCE(top, 0));

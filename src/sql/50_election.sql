@@ -1,16 +1,17 @@
--- Leader election.  Leadership is a lease whose value names the node; the
--- epoch is a token of the name's fence counter, so rp_fenced_write and
--- rp_fence_guard refuse a deposed leader's epoch.  None of these functions is
+-- Leader election.  Leadership is the lock of its name held by a node; the
+-- epoch is that holder's token of the name's fence counter, so
+-- rp_fenced_write and rp_fence_guard refuse a deposed leader's epoch.  None of these functions is
 -- STRICT: a NULL argument is an error (22004), never a NULL result that would
 -- read as "not leader".
 
 CREATE FUNCTION @extschema@.rp_campaign(name pg_catalog.text, node_id pg_catalog.text,
-                                        lease_ms pg_catalog.int8)
+                                        lease_ms pg_catalog.int8,
+                                        floor pg_catalog.int8 DEFAULT 0)
 RETURNS pg_catalog.int8
 AS 'MODULE_PATHNAME', 'rp_campaign'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
-COMMENT ON FUNCTION @extschema@.rp_campaign(pg_catalog.text, pg_catalog.text, pg_catalog.int8) IS
-  'Become leader of name as node_id for lease_ms, or renew if already leader (same epoch); returns the epoch, NULL when another node leads';
+COMMENT ON FUNCTION @extschema@.rp_campaign(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.int8) IS
+  'Become leader of name as node_id for lease_ms (a new epoch above floor), or renew if already leader (same epoch); returns the epoch, NULL when another node or a lock holder has the name';
 
 CREATE FUNCTION @extschema@.rp_resign(name pg_catalog.text, node_id pg_catalog.text)
 RETURNS pg_catalog.bool

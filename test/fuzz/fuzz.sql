@@ -116,7 +116,8 @@ INSERT INTO rp_fuzz.sane VALUES
   ('verify_at_commit', 'false'), ('lease', '(SELECT lease FROM rp_fuzz.real)'),
   ('max_requests', '10'), ('window_ms', '1000'), ('cost', '1'),
   ('algorithm', '''gcra'''), ('lease_ms', '60000'), ('resource', '''fz-res'''),
-  ('value', '''{"a":1}'''), ('fence', '1');
+  ('value', '''{"a":1}'''), ('fence', '1'),
+  ('permits', '2'), ('mode', '''shadow''');
 
 -- Pool of a type; a type with no pool gets NULL only.
 CREATE FUNCTION rp_fuzz.pool(t regtype) RETURNS text[] LANGUAGE sql AS $$

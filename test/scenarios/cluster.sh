@@ -9,7 +9,7 @@
 # every node at once, and a resharding under load without a failed call.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 18
+plan 23
 
 PORTS=()
 for i in 1 2 3; do
@@ -98,6 +98,22 @@ is "$(session_q s "BEGIN; SELECT count(*) FROM generate_series(1, 9) n WHERE (rp
 # no tag): 1.0 failed such names with CROSSSLOT.  Every name must route.
 is "$(session_q s "SELECT (rp_acquire('}x', 10000)).fence IS NOT NULL, rp_release('}x'), rp_ratelimit_reset('}k'), rp_campaign('}e', 'n1', 10000) IS NOT NULL" | tr -d '\n')" \
 	"t|t|f|t" "names starting with '}' work in rp_acquire, rp_release, rp_ratelimit_reset and rp_campaign"
+# ---- semaphores: the four keys of a name in its slot (semaphore.sh has the rest)
+is "$(session_q s "SELECT count(*) FROM generate_series(1, 30) n WHERE (rp_semaphore_acquire('sem-' || n, 1, 60000)).fence IS NOT NULL")" "30" \
+	"a permit of each of 30 semaphores spread over the masters"
+ok_nodes=0
+for n in 1 11 21; do
+	slot=$(redis-cli -p "${PORTS[0]}" cluster keyslot "rp:{sem-$n}:sem")
+	for p in "${PORTS[@]}"; do
+		[ "$(redis-cli -p "$p" cluster countkeysinslot "$slot")" -ge 2 ] && ok_nodes=$((ok_nodes + 1))
+	done
+done
+is "$ok_nodes" "3" "each semaphore's permits and fence counter sit together in its slot on one master"
+is "$(q "SELECT sum(in_use) FROM generate_series(1, 30) n, rp_semaphore_info('sem-' || n)")" "30" \
+	"rp_semaphore_info of each is answered by its node"
+is "$(q_state "SELECT count(*) FROM generate_series(1, 3) n WHERE rp_semaphore_acquire('sem-' || n, 1, 1000, 300) IS NULL")" "OK" \
+	"a waiter on a full semaphore queues on its node and gives up without an error (no CROSSSLOT)"
+is "$(session_q s "SELECT rp_release_all()")" "30" "rp_release_all releases the permits on every master"
 session_close s
 
 # ---- a slot range moves under load ---------------------------------------------

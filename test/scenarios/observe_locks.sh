@@ -7,7 +7,7 @@
 # of its own: it is tested in observe_notify.sh.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 15
+plan 16
 
 rows() { q "SELECT name || ':' || scope FROM rp_locks WHERE pid = $1 ORDER BY name" | tr '\n' ' '; }
 
@@ -43,6 +43,9 @@ session_q obsh "SELECT rp_release('short')" >/dev/null
 is "$(rows "$hpid")" "account-42:session " "rp_release(name) removes the row"
 session_q obsh "SELECT rp_release_all()" >/dev/null
 is "$(rows "$hpid")" "" "rp_release_all removes every row of the session"
+session_q obsh "SELECT rp_acquire('pooled', 30000) IS NOT NULL" >/dev/null
+session_q obsh "DISCARD ALL" >/dev/null
+is "$(rows "$hpid")" "" "DISCARD ALL (a pooler's reset) releases the session's leases: their rows go too"
 
 # A backend ended by FATAL (pg_terminate_backend) leaves no ghost row.  The
 # naive twin, a table the application keeps (insert after acquiring, delete

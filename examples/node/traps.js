@@ -1,0 +1,129 @@
+// traps.js -- the traps a node-postgres application meets, each shown
+// failing the naive way and working the documented way
+// (docs/applications.md).  Prints one "name value" line per observation.
+'use strict';
+const { Pool, Client } = require('pg');
+
+const out = (k, v) => console.log(`${k} ${v}`);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function held(pool, name) {
+  return (await pool.query('SELECT held FROM rp_lock_info($1)', [name])).rows[0].held;
+}
+
+async function main() {
+  const pool = new Pool({ max: 8 });
+
+  // 1. Session leases through pool.query: acquire and release each go to
+  // whichever backend is idle.  16 workers on a pool of 8.
+  async function cycles(release) {
+    let lost = 0;
+    await Promise.all(Array.from({ length: 16 }, async (_, w) => {
+      for (let i = 0; i < 5; i++) {
+        const name = `trap1-${release}-${w}-${i}`;
+        const { rows: [l] } = await pool.query('SELECT * FROM rp_acquire($1, 3000)', [name]);
+        const r = release === 'name'
+          ? await pool.query('SELECT rp_release($1) AS ok', [name])
+          : await pool.query('SELECT rp_release($1, $2) AS ok', [name, l.token]);
+        if (!r.rows[0].ok) lost++;
+      }
+    }));
+    return lost;
+  }
+  pool.on('error', () => {});
+  const notices = [];
+  pool.on('connect', (c) => c.on('notice', (n) => notices.push(n.message)));
+  out('pool_release_by_name_failed', await cycles('name'));     // of 80
+  out('pool_release_warnings', notices.filter((m) => m.startsWith('this session holds no lease')).length > 0);
+  out('pool_release_by_token_failed', await cycles('token'));   // of 80
+
+  // Two clients, deterministically different backends.
+  const c1 = await pool.connect(), c2 = await pool.connect();
+  const { rows: [l1] } = await c1.query('SELECT * FROM rp_acquire($1, 10000)', ['trap1']);
+  out('release_by_name_on_other_backend', (await c2.query('SELECT rp_release($1) AS ok', ['trap1'])).rows[0].ok);
+  out('still_held', await held(c2, 'trap1'));
+  out('release_by_token_on_other_backend', (await c2.query('SELECT rp_release($1, $2) AS ok', ['trap1', l1.token])).rows[0].ok);
+
+  // 2. The lease as one value is an unparsed string (a composite type);
+  // handed back as $1 it resolves to rp_release(text): false.
+  const { rows: [{ lease }] } = await c1.query('SELECT rp_acquire($1, 10000) AS lease', ['trap2']);
+  out('composite_typeof', typeof lease);
+  out('composite_release_untyped', (await c1.query('SELECT rp_release($1) AS ok', [lease])).rows[0].ok);
+  out('composite_release_cast', (await c1.query('SELECT rp_release($1::rp_lease) AS ok', [lease])).rows[0].ok);
+
+  // 3. bigints arrive as strings: '9' < '10' is false.
+  const f9 = (await c1.query('SELECT * FROM rp_acquire($1, 10000, 0, 8)', ['trap3'])).rows[0];
+  await c1.query('SELECT rp_release($1, $2)', ['trap3', f9.token]);
+  const f10 = (await c1.query('SELECT * FROM rp_acquire($1, 10000)', ['trap3'])).rows[0];
+  await c1.query('SELECT rp_release($1, $2)', ['trap3', f10.token]);
+  out('fence_typeof', typeof f9.fence);
+  out('fence_string_compare', `${f9.fence}<${f10.fence}=${f9.fence < f10.fence}`);
+  out('fence_bigint_compare', `${f9.fence}<${f10.fence}=${BigInt(f9.fence) < BigInt(f10.fence)}`);
+
+  // 4. "Not acquired" is one row of NULLs, not zero rows.
+  await c1.query('SELECT * FROM rp_acquire($1, 10000)', ['trap4']);
+  const busy = await c2.query('SELECT * FROM rp_acquire($1, 10000)', ['trap4']);
+  out('not_acquired_rows', busy.rows.length);
+  out('not_acquired_token_null', busy.rows[0].token === null);
+  const filtered = await c2.query('SELECT * FROM rp_acquire($1, 10000) WHERE token IS NOT NULL', ['trap4']);
+  out('not_acquired_filtered_rows', filtered.rows.length);
+  await c1.query('SELECT rp_release_all()');
+
+  // 5. SELECT (rp_acquire(...)).* calls the function once per column.
+  await c1.query("SET track_functions = 'all'");
+  const countSql = "SELECT coalesce(sum(calls), 0)::int AS n FROM pg_stat_xact_user_functions WHERE funcname = 'rp_acquire'";
+  const calls = async (sql, name) => {
+    await c1.query('BEGIN');
+    const before = (await c1.query(countSql)).rows[0].n;
+    await c1.query(sql, [name]);
+    const after = (await c1.query(countSql)).rows[0].n;
+    await c1.query('COMMIT');
+    await c1.query('SELECT rp_release_all()');
+    return after - before;
+  };
+  out('calls_star_expansion', await calls('SELECT (rp_acquire($1, 10000)).*', 'trap5a'));
+  out('calls_select_from', await calls('SELECT * FROM rp_acquire($1, 10000)', 'trap5b'));
+  c1.release(); c2.release();
+
+  // 6. A client-side timeout does not stop a waiting rp_acquire.  A holder
+  // keeps 'trap6' for 1 s; the waiter is willing to wait 5 s.
+  const holder = await pool.connect();
+  const hf = (await holder.query('SELECT fence FROM rp_acquire($1, 1000)', ['trap6'])).rows[0].fence;
+  const waiter = new Client({ query_timeout: 300 });
+  waiter.on('error', () => {});
+  await waiter.connect();
+  const wpid = (await waiter.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+  let t0 = Date.now(), err;
+  try { await waiter.query('SELECT * FROM rp_acquire($1, 60000, 5000)', ['trap6']); } catch (e) { err = e; }
+  out('query_timeout_rejected_ms', Date.now() - t0 < 900 ? 'under_900' : Date.now() - t0);
+  out('query_timeout_error', err ? err.message : 'none');
+  // The holder's lease expires; does the abandoned wait take the lock?
+  const newer = async () => (await holder.query(
+    'SELECT coalesce(fence > $2, false) AS taken FROM rp_lock_info($1)', ['trap6', hf])).rows[0].taken;
+  for (let i = 0; i < 50 && !(await newer()); i++) await sleep(100);
+  const owner = await holder.query(
+    'SELECT (SELECT count(*) FROM pg_stat_activity WHERE pid = $1)::int AS alive', [wpid]);
+  out('query_timeout_lock_taken_anyway', await newer());
+  out('query_timeout_waiter_backend_alive', owner.rows[0].alive === 1);
+  await waiter.end();
+  for (let i = 0; i < 50 && await held(holder, 'trap6'); i++) await sleep(100);
+  out('released_when_connection_closed', !(await held(holder, 'trap6')));
+
+  // statement_timeout: the server ends the wait and nothing is taken.
+  const t1 = Date.now();
+  out('statement_timeout_holder', (await holder.query('SELECT fence FROM rp_acquire($1, 1000)', ['trap6b'])).rows[0].fence !== null);
+  const waiter2 = new Client({ statement_timeout: 300 });
+  await waiter2.connect();
+  t0 = Date.now(); err = undefined;
+  try { await waiter2.query('SELECT * FROM rp_acquire($1, 60000, 5000)', ['trap6b']); } catch (e) { err = e; }
+  out('statement_timeout_code', err ? err.code : 'none');
+  out('statement_timeout_ended_ms', Date.now() - t0);
+  await sleep(Math.max(0, 1300 - (Date.now() - t1)));   // past the holder's expiry
+  out('statement_timeout_lock_taken', await held(holder, 'trap6b'));
+  out('statement_timeout_session_leases', (await waiter2.query('SELECT count(*)::int AS n FROM rp_leases()')).rows[0].n);
+  await waiter2.end();
+  holder.release();
+  await pool.end();
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });

@@ -1,0 +1,93 @@
+/*-------------------------------------------------------------------------
+ *
+ * pool.c
+ *		Connection pools (PgBouncer, application pools): the setting that
+ *		refuses session leases for a pooled role, the warning when
+ *		rp_release(name) finds nothing, and DISCARD ALL releasing this
+ *		session's leases as it releases advisory locks.
+ *
+ * Before editing, know this: behind a pool the backend is not the client.
+ * Session state (the lease registry) outlives the client that made it and is
+ * seen by the next client the pool hands the backend to.  Everything here
+ * makes that visible (an error, a warning) or ends it at the point a pool
+ * declares a session over (DISCARD ALL, PgBouncer's server_reset_query).
+ * The DISCARD hook runs the standard command first and never throws after it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "nodes/parsenodes.h"
+#include "tcop/utility.h"
+#include "utils/guc.h"
+
+#include "lock.h"
+#include "redis_primitives.h"
+
+static bool rp_session_leases = true;
+static ProcessUtility_hook_type rp_prev_process_utility = NULL;
+
+void
+rp_pool_check_session_acquire(const char *name, size_t namelen)
+{
+	if (rp_session_leases)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("session leases are disabled for this session"),
+			 errdetail("redis_primitives.session_leases is off, as set for connections "
+					   "that reach PostgreSQL through a transaction-pooling connection pool, "
+					   "where the next client handed this backend would inherit a session lease on \"%s\".",
+					   pnstrdup(name, namelen)),
+			 errhint("Take the lease with rp_acquire_xact inside a transaction, "
+					 "or hold one connection for the whole lease without transaction pooling.")));
+}
+
+void
+rp_pool_warn_release_not_held(const char *name, size_t namelen)
+{
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("this session holds no lease on \"%s\"", pnstrdup(name, namelen)),
+			 errdetail("rp_release(name) releases only a lease taken by this same database session, "
+					   "and nothing was released."),
+			 errhint("Behind a connection pool the release may run on another backend: "
+					 "release with rp_release(name, token) instead.")));
+}
+
+/* DISCARD ALL ends the session's state, so it ends the session's leases. */
+static void
+rp_pool_process_utility(PlannedStmt *pstmt, const char *queryString,
+						bool readOnlyTree, ProcessUtilityContext context,
+						ParamListInfo params, QueryEnvironment *queryEnv,
+						DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+	bool		discard_all = IsA(stmt, DiscardStmt) &&
+		((DiscardStmt *) stmt)->target == DISCARD_ALL;
+
+	if (rp_prev_process_utility)
+		rp_prev_process_utility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	/* Only once DISCARD ALL succeeded (it refuses to run in a transaction). */
+	if (discard_all)
+		(void) rp_lock_release_session_leases();
+}
+
+void
+rp_pool_init(void)
+{
+	DefineCustomBoolVariable("redis_primitives.session_leases",
+							 "Allows rp_acquire, whose lease belongs to the database session.",
+							 "Set it off for the role that connects through a transaction-pooling "
+							 "connection pool (ALTER ROLE ... SET): there a session lease would pass "
+							 "to whichever client the pool hands the backend to next, so rp_acquire "
+							 "fails instead.  rp_acquire_xact is unaffected.",
+							 &rp_session_leases, true, PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	rp_prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = rp_pool_process_utility;
+}

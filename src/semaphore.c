@@ -1,0 +1,247 @@
+/*-------------------------------------------------------------------------
+ *
+ * semaphore.c
+ *		A counting semaphore whose permits are leases: rp_semaphore_acquire,
+ *		rp_semaphore_acquire_xact and rp_semaphore_info.
+ *
+ * Before editing, know this: a permit is an entry of lock.c's session
+ * registry (kind RP_LEASE_PERMIT), so releasing, extending, transaction and
+ * exit release and the fence guard are lock.c's; this file only takes
+ * permits.  Every decision (count, queue order, reclaiming expired permits
+ * and silent waiters) is made inside semaphore_acquire.lua on Redis' clock,
+ * in one round trip per attempt.  docs/semaphore.md states what is and is
+ * not guaranteed.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "common/pg_prng.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "storage/lock.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "conn.h"
+#include "lock.h"
+#include "rp_scripts.h"
+#include "stats.h"
+
+/* The most permits one semaphore may have. */
+#define RP_SEM_MAX_PERMITS		1000000
+
+/*
+ * A waiter polls at most this far apart, and its place in the queue lives
+ * RP_SEM_HEARTBEAT_MS after its last poll: a waiter that vanished (killed,
+ * cancelled, its connection lost) stops holding up the queue after that.
+ */
+#define RP_SEM_MAX_BACKOFF_MS	100
+#define RP_SEM_HEARTBEAT_MS		2000
+
+/* One attempt.  Returns the fence, or 0 when refused. */
+static int64
+rp_sem_try(const char *name, size_t namelen, const char *token, int32 permits,
+		   int64 ttl_ms, bool queue)
+{
+	RpArg		keys[4];
+	RpArg		argv[5];
+	RpReply    *r;
+
+	keys[0] = rp_key(name, namelen, "sem");
+	keys[1] = rp_key(name, namelen, "fence");
+	keys[2] = rp_key(name, namelen, "semq");
+	keys[3] = rp_key(name, namelen, "semw");
+	argv[0] = rp_arg_str(token);
+	argv[1] = rp_arg_int(permits);
+	argv[2] = rp_arg_int(ttl_ms);
+	argv[3] = rp_arg_str(queue ? "1" : "0");
+	argv[4] = rp_arg_int(RP_SEM_HEARTBEAT_MS);
+	r = rp_lease_eval(&rp_script_semaphore_acquire, 4, keys, 5, argv);
+	if (rp_reply_is_nil(r))
+		return 0;
+	if (r->type != RP_REPLY_STRING)
+		elog(ERROR, "unexpected Redis reply for semaphore_acquire: expected a decimal string");
+	return pg_strtoint64(r->str);
+}
+
+/*
+ * rp_sem_try recorded before it is sent (rp_lease_pending): Redis may grant
+ * the permit (or queue the waiter) after a cancel, a timeout or a FATAL, and
+ * only this backend knows the token, so the registry releases it at
+ * transaction end or backend exit unless the answer settled it.  A grant
+ * enters the registry here.
+ */
+static int64
+rp_sem_try_recorded(const char *name, size_t namelen, const char *token,
+					int32 permits, int64 ttl_ms, bool queue, TimestampTz sent,
+					bool xact)
+{
+	void	   *pending = rp_lease_pending(name, namelen, token,
+										   TimestampTzPlusMilliseconds(sent, ttl_ms),
+										   RP_LEASE_PERMIT);
+	int64		fence = rp_sem_try(name, namelen, token, permits, ttl_ms, queue);
+
+	rp_lease_settle(pending, fence, xact);
+	return fence;
+}
+
+/* Sleep up to ms, waking for cancel and statement_timeout. */
+static void
+rp_sem_sleep(long ms)
+{
+	int			rc;
+
+	pgstat_report_wait_start(PG_WAIT_EXTENSION);
+	rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+				   Max(ms, 1), PG_WAIT_EXTENSION);
+	pgstat_report_wait_end();
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * Shared body of rp_semaphore_acquire and rp_semaphore_acquire_xact.
+ *
+ * A session holds at most one permit per name: asked again while its permit
+ * is live, it returns that permit with no round trip (so it never waits on
+ * itself, and SELECT (rp_semaphore_acquire(...)).* takes one permit, not
+ * one per column).  With wait_ms > 0 the caller joins the name's queue in
+ * Redis and polls with jittered backoff (5 ms doubling to 100 ms) until the
+ * deadline; the last attempt, made at the deadline, leaves the queue when
+ * refused.  lock_timeout, when set and shorter, ends the wait with 55P03.
+ */
+static Datum
+rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
+{
+	text	   *name_t = rp_arg_text(fcinfo, 0, "semaphore name");
+	int32		permits;
+	int64		ttl_ms = rp_arg_int8(fcinfo, 2, "ttl_ms", 1, RP_MAX_TTL_MS);
+	int64		wait_ms = rp_arg_int8(fcinfo, 3, "wait_ms", 0, RP_MAX_TTL_MS);
+	const char *name = VARDATA_ANY(name_t);
+	size_t		namelen = VARSIZE_ANY_EXHDR(name_t);
+	char		token[RP_TOKEN_LEN + 1];
+	int64		fence;
+	TimestampTz expires;
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz deadline = TimestampTzPlusMilliseconds(start, wait_ms);
+	TimestampTz lock_deadline = 0;
+	long		backoff = 5;
+	MemoryContext attempt_cxt;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("permits must not be NULL")));
+	permits = PG_GETARG_INT32(1);
+	if (permits < 1 || permits > RP_SEM_MAX_PERMITS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("permits must be between 1 and %d, got %d",
+						RP_SEM_MAX_PERMITS, permits)));
+
+	if (rp_lease_find_live(name, namelen, RP_LEASE_PERMIT, token, &fence, &expires))
+		PG_RETURN_DATUM(rp_lease_datum(fcinfo, name, namelen, token, fence, expires));
+
+	if (LockTimeout > 0 && wait_ms > LockTimeout)
+		lock_deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
+	rp_lease_new_token(token, RP_LEASE_PERMIT);
+	/* A wait may last for hours: each attempt's memory goes with it. */
+	attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "rp_semaphore_acquire attempt",
+										ALLOCSET_SMALL_SIZES);
+	for (;;)
+	{
+		TimestampTz sent = GetCurrentTimestamp();
+		bool		last = sent >= deadline ||
+			(lock_deadline != 0 && sent >= lock_deadline);
+		MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
+		long		pause;
+
+		fence = rp_sem_try_recorded(name, namelen, token, permits, ttl_ms,
+									!last, sent, xact);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(attempt_cxt);
+
+		if (fence > 0)
+		{
+			/* Counted from when it was asked for: conservative. */
+			expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
+			PG_RETURN_DATUM(rp_lease_datum(fcinfo, name, namelen, token, fence, expires));
+		}
+		if (last)
+		{
+			if (lock_deadline != 0 && sent >= lock_deadline && sent < deadline)
+				ereport(ERROR,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("could not obtain a permit of semaphore \"%s\"",
+								text_to_cstring(name_t)),
+						 errdetail("lock_timeout (%d ms) ended the wait.", LockTimeout)));
+			PG_RETURN_NULL();
+		}
+
+		/* Full jitter in [backoff/2, backoff], never past the deadline. */
+		pause = backoff / 2 + (long) pg_prng_uint64_range(&pg_global_prng_state, 0, backoff / 2);
+		pause = Min(pause, TimestampDifferenceMilliseconds(sent, deadline));
+		if (lock_deadline != 0)
+			pause = Min(pause, TimestampDifferenceMilliseconds(sent, lock_deadline));
+		rp_sem_sleep(pause);
+		backoff = Min(backoff * 2, RP_SEM_MAX_BACKOFF_MS);
+	}
+}
+
+RP_TRACKED_FUNCTION(rp_semaphore_acquire, RP_PRIM_SEMAPHORE_ACQUIRE, RP_OUT_NULL_REFUSED)
+{
+	return rp_semaphore_acquire_common(fcinfo, false);
+}
+
+RP_TRACKED_FUNCTION(rp_semaphore_acquire_xact, RP_PRIM_SEMAPHORE_ACQUIRE_XACT, RP_OUT_NULL_REFUSED)
+{
+	return rp_semaphore_acquire_common(fcinfo, true);
+}
+
+/* (in_use, oldest_ttl_ms, oldest_expires_at, waiters, last_fence) */
+RP_TRACKED_FUNCTION(rp_semaphore_info, RP_PRIM_SEMAPHORE_INFO, RP_OUT_PLAIN)
+{
+	text	   *name_t = rp_arg_text(fcinfo, 0, "semaphore name");
+	const char *name = VARDATA_ANY(name_t);
+	size_t		namelen = VARSIZE_ANY_EXHDR(name_t);
+	RpArg		keys[3];
+	RpReply    *r;
+	TupleDesc	tupdesc;
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+	TimestampTz now;
+	int64		ttl;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	keys[0] = rp_key(name, namelen, "sem");
+	keys[1] = rp_key(name, namelen, "fence");
+	keys[2] = rp_key(name, namelen, "semw");
+	now = GetCurrentTimestamp();
+	r = rp_lease_eval(&rp_script_semaphore_info, 3, keys, 0, NULL);
+	if (r->type != RP_REPLY_ARRAY || r->nelem != 4)
+		elog(ERROR, "unexpected Redis reply for semaphore_info");
+	values[0] = Int32GetDatum((int32) rp_reply_int(r->elem[0], "semaphore_info"));
+	ttl = rp_reply_int(r->elem[1], "semaphore_info");
+	if (ttl >= 0)
+	{
+		values[1] = Int64GetDatum(ttl);
+		values[2] = TimestampTzGetDatum(TimestampTzPlusMilliseconds(now, ttl));
+	}
+	else
+		nulls[1] = nulls[2] = true;
+	values[3] = Int32GetDatum((int32) rp_reply_int(r->elem[2], "semaphore_info"));
+	if (r->elem[3]->type == RP_REPLY_STRING)
+		values[4] = Int64GetDatum(pg_strtoint64(r->elem[3]->str));
+	else
+		nulls[4] = true;
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
+													  values, nulls)));
+}

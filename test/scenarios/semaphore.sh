@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# The semaphore under real concurrency and real failures.
+#
+#  1. 40 separate sessions race for 5 permits, 15 rounds: exactly 5 winners
+#     each round (from the holders' own records, and sampled from Redis while
+#     they hold), fences unique and increasing from round to round.
+#  2. 40 sessions that wait for a permit, hold it and release it: the
+#     holders' own timestamps never show more than 5 at once.
+#  3. Holders that die: a naive INCR/DECR counting semaphore (as a user
+#     writes it) leaks its permits for good; our permits of hung (SIGSTOPped)
+#     backends come back within their TTL, and those of terminated backends
+#     at once (exit release).
+#  4. cancel and statement_timeout end a wait; the dead waiters' places lapse.
+#  5. Fairness: an early waiter gets the next free permit although 8
+#     newcomers hammer the semaphore meanwhile.
+#  6. rp_semaphore_acquire_xact releases at COMMIT and ROLLBACK.
+source "$(dirname "$0")/tap.bash"
+plan 28
+N=40 PERMITS=5 ROUNDS=15
+
+info() { q "SELECT $2 FROM rp_semaphore_info('$1')"; }
+
+# ---- 1. the race ---------------------------------------------------------
+# One barrier session holds an exclusive advisory lock per round and phase;
+# each caller runs all rounds in one session: wait at A(r), acquire, record,
+# wait at B(r) (everyone now holds what they won), release.  The barrier
+# session drives the rounds in one DO block: it opens A(r) once all N wait
+# there, and once all N wait at B(r) it samples Redis, then opens B(r).
+q "DROP TABLE IF EXISTS sem_round, sem_sample" "CREATE TABLE sem_round (round int, pid int, fence bigint)" \
+  "CREATE TABLE sem_sample (round int, in_use int, zcard text)" >/dev/null
+A() { echo $((8100 + $1)); }
+B() { echo $((8200 + $1)); }
+# (wait names its jobs: a bare wait would also wait for the open sessions)
+racers=()
+session_open bar
+session_q bar "SELECT pg_advisory_lock(8100 + r), pg_advisory_lock(8200 + r) FROM generate_series(1, $ROUNDS) r" >/dev/null
+for i in $(seq $N); do
+	{
+		for r in $(seq $ROUNDS); do
+			echo "SELECT pg_advisory_lock_shared($(A "$r")); SELECT pg_advisory_unlock_shared($(A "$r"));"
+			echo "INSERT INTO sem_round SELECT $r, pg_backend_pid(), (rp_semaphore_acquire('race', $PERMITS, 300000)).fence;"
+			echo "SELECT pg_advisory_lock_shared($(B "$r")); SELECT pg_advisory_unlock_shared($(B "$r"));"
+			echo "SELECT rp_release_all();"
+		done
+	} | psql -X -q -At -v ON_ERROR_STOP=1 -d "$RP_DB" >"$RP_TMP/racer.$i" 2>&1 &
+	racers+=($!)
+done
+session_q bar "SET client_min_messages = warning" >/dev/null
+T=$(now_ms)
+drive=$(session_q bar "DO \$\$
+DECLARE t timestamptz; k int;
+BEGIN
+  FOR r IN 1..$ROUNDS LOOP
+    FOREACH k IN ARRAY ARRAY[8100 + r, 8200 + r] LOOP
+      t := clock_timestamp();
+      WHILE (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = k AND NOT granted) < $N LOOP
+        IF clock_timestamp() > t + interval '120 seconds' THEN RAISE EXCEPTION 'round %: barrier % not reached', r, k; END IF;
+        PERFORM pg_sleep(0.01);
+      END LOOP;
+      IF k = 8200 + r THEN
+        INSERT INTO sem_sample SELECT r, (SELECT in_use FROM rp_semaphore_info('race')),
+                                      rp_test.redis('ZCARD', rp_test.key('race', 'sem'));
+      END IF;
+      PERFORM pg_advisory_unlock(k);
+    END LOOP;
+  END LOOP;
+END \$\$")
+wait "${racers[@]}"
+session_close bar
+is "$drive" "" "the barrier session drove $ROUNDS rounds"
+diag "$ROUNDS rounds of $N callers took $(( $(now_ms) - T )) ms"
+is "$(q "SELECT count(*) FROM sem_round")" "$((N * ROUNDS))" "$N callers made $ROUNDS attempts each"
+is "$(q "SELECT string_agg(DISTINCT c::text, ',') FROM (SELECT count(fence) c FROM sem_round GROUP BY round) s")" "$PERMITS" \
+	"every round, exactly $PERMITS of $N callers hold a permit (from the holders' own records)"
+is "$(q "SELECT string_agg(DISTINCT in_use || '/' || zcard, ',') FROM sem_sample")" "$PERMITS/$PERMITS" \
+	"sampled from Redis while they held: $PERMITS permits in use in each of the $ROUNDS rounds"
+is "$(q "SELECT count(fence) = count(DISTINCT fence) FROM sem_round")" "t" "every permit's fence is unique"
+is "$(q "SELECT count(*) FROM (SELECT round, min(fence) lo, max(fence) hi FROM sem_round GROUP BY round) a
+         JOIN (SELECT round, min(fence) lo, max(fence) hi FROM sem_round GROUP BY round) b ON b.round = a.round + 1
+         WHERE b.lo <= a.hi")" "0" "every round's fences are above the previous round's"
+is "$(info race in_use)" "0" "every winner released its permit"
+grep -l ERROR "$RP_TMP"/racer.* >/dev/null 2>&1; ok $((! $?)) "no caller saw an error"
+
+# ---- 2. waiting holders never overlap more than permits -----------------------
+q "DROP TABLE IF EXISTS sem_hold" "CREATE TABLE sem_hold (pid int, fence bigint, t1 timestamptz, t2 timestamptz)" >/dev/null
+barrier_hold 8301
+for i in $(seq $N); do
+	q "SELECT pg_advisory_lock_shared(8301)" \
+	  "CREATE TEMP TABLE me AS SELECT rp_semaphore_acquire('churn', $PERMITS, 30000, 60000) l, clock_timestamp() t1" \
+	  "SELECT pg_sleep(0.03)" \
+	  "INSERT INTO sem_hold SELECT pg_backend_pid(), (l).fence, t1, clock_timestamp() FROM me" \
+	  "SELECT rp_release((SELECT l FROM me))" >"$RP_TMP/churn.$i" 2>&1 &
+done
+barrier_wait 8301 $N; barrier_release 8301; wait
+is "$(q "SELECT count(fence) FROM sem_hold")" "$N" "all $N waiting callers got a permit in turn"
+overlap=$(q "SELECT max((SELECT count(*) FROM sem_hold o WHERE o.t1 <= h.t1 AND h.t1 < o.t2)) FROM sem_hold h")
+diag "most holders at once, from their own timestamps: $overlap"
+cmp_ok "$overlap" -le $PERMITS "never more than $PERMITS holders at once"
+cmp_ok "$overlap" -ge 2 "and the holders did run concurrently (the check can see an overlap)"
+is "$(q "SELECT count(DISTINCT fence) FROM sem_hold")" "$N" "with $N distinct fences"
+
+# ---- 3. holders that die -------------------------------------------------------
+# The naive twin: INCR to take, DECR to give back, DECR again if over.  Five
+# holders die before their DECR; their permits are gone for good.
+naive_take="SELECT CASE WHEN rp_test.redis('INCR', 'naive:sem')::int <= $PERMITS THEN 'got'
+                        ELSE rp_test.redis('DECR', 'naive:sem') || ' refused' END"
+redis del naive:sem >/dev/null
+for i in $(seq $PERMITS); do
+	q "SET application_name = 'naive-holder'" "$naive_take" "SELECT pg_sleep(60)" "SELECT rp_test.redis('DECR', 'naive:sem')" \
+	  >/dev/null 2>&1 &
+done
+for k in $(seq 200); do [ "$(redis get naive:sem)" = "$PERMITS" ] && break; sleep 0.05; done
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'naive-holder'" >/dev/null
+wait
+sleep 2.5
+is "$(q "$naive_take" | sed 's/^[0-9]* //')" "refused" \
+	"naive INCR/DECR semaphore: its $PERMITS holders died, and 2.5 s later a newcomer is still refused"
+is "$(redis get naive:sem)" "$PERMITS" "the counter says $PERMITS in use with no holder alive: the permits leaked for good"
+
+# Ours, holders hung (SIGSTOP: they cannot release): back within the TTL.
+TTL=4000
+barrier_hold 8302
+for i in $(seq $PERMITS); do
+	q "SET application_name = 'sem-holder'" "SELECT pg_advisory_lock_shared(8302)" \
+	  "SELECT (rp_semaphore_acquire('dies', $PERMITS, $TTL)).fence" "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+done
+barrier_wait 8302 $PERMITS; barrier_release 8302
+for k in $(seq 200); do [ "$(info dies in_use)" = "$PERMITS" ] && break; sleep 0.02; done
+t0=$(now_ms)
+pids=$(q "SELECT pid FROM pg_stat_activity WHERE application_name = 'sem-holder'")
+for p in $pids; do kill -STOP "$p"; done
+is "$(q "SELECT rp_semaphore_acquire('dies', $PERMITS, 10000) IS NULL")" "t" "$PERMITS hung holders: a newcomer is refused"
+got=$(q "SELECT (rp_semaphore_acquire('dies', $PERMITS, 10000, 15000)).fence IS NOT NULL")
+elapsed=$(( $(now_ms) - t0 ))
+diag "the hung holders' permits came back $elapsed ms after they all held (TTL $TTL ms)"
+is "$got" "t" "a waiting newcomer gets a permit once the hung holders' TTL ends"
+cmp_ok "$elapsed" -le $((TTL + 2500)) "within the TTL (+ 2.5 s margin for a loaded machine)"
+for p in $pids; do kill -CONT "$p"; done
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sem-holder'" >/dev/null
+wait
+
+# Terminated holders: exit release gives the permits back at once.
+for i in $(seq $PERMITS); do
+	q "SET application_name = 'sem-holder2'" "SELECT (rp_semaphore_acquire('killed', $PERMITS, 60000)).fence" "SELECT pg_sleep(60)" \
+	  >/dev/null 2>&1 &
+done
+for k in $(seq 200); do [ "$(info killed in_use)" = "$PERMITS" ] && break; sleep 0.05; done
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sem-holder2'" >/dev/null
+wait
+for k in $(seq 40); do [ "$(info killed in_use)" = 0 ] && break; sleep 0.05; done
+is "$(info killed in_use)" "0" "terminated holders' permits (60 s TTL) are released by their backends' exit"
+
+# ---- 4. cancel and statement_timeout end a wait ---------------------------------
+session_open h
+session_q h "SELECT (rp_semaphore_acquire('gate', 1, 60000)).fence IS NOT NULL" >/dev/null
+t0=$(now_ms)
+is "$(PGOPTIONS="-c statement_timeout=700" q_state "SELECT rp_semaphore_acquire('gate', 1, 30000, 60000)")" "57014" \
+	"statement_timeout ends a wait for a permit (57014)"
+cmp_ok "$(( $(now_ms) - t0 ))" -lt 5000 "well before wait_ms"
+q "SET application_name = 'sem-waiter'" "SELECT rp_semaphore_acquire('gate', 1, 30000, 60000)" >"$RP_TMP/cancelled.out" 2>&1 &
+wpid=$!
+for k in $(seq 100); do [ "$(info gate waiters)" -ge 1 ] && break; sleep 0.05; done
+t0=$(now_ms)
+q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'sem-waiter'" >/dev/null
+wait $wpid
+cmp_ok "$(( $(now_ms) - t0 ))" -lt 3000 "pg_cancel_backend ends a wait"
+grep -q "canceling statement due to user request" "$RP_TMP/cancelled.out"; ok $? "with 57014 (canceling statement due to user request)"
+for k in $(seq 80); do [ "$(info gate waiters)" = 0 ] && break; sleep 0.05; done
+is "$(info gate waiters)" "0" "the ended waiters' places lapse (heartbeat 2 s)"
+session_q h "SELECT rp_release_all()" >/dev/null
+is "$(q "SELECT rp_semaphore_acquire('gate', 1, 1000) IS NOT NULL")" "t" "and they hold up no one: the freed permit goes to a newcomer"
+
+# ---- 5. fairness ----------------------------------------------------------------
+session_q h "CREATE TEMP TABLE f AS SELECT (rp_semaphore_acquire('fair', 1, 60000)).fence" >/dev/null
+hfence=$(session_q h "SELECT fence FROM f")
+q "SELECT (rp_semaphore_acquire('fair', 1, 30000, 20000)).fence" "SELECT pg_sleep(0.1)" "SELECT rp_release_all()" \
+	>"$RP_TMP/early.out" 2>&1 &
+early=$!
+for k in $(seq 100); do [ "$(info fair waiters)" -ge 1 ] && break; sleep 0.05; done
+newcomers=()
+q "DROP TABLE IF EXISTS sem_newcomer" "CREATE TABLE sem_newcomer (fence bigint)" >/dev/null
+for i in $(seq 8); do
+	q "DO \$\$ DECLARE l rp_lease; t timestamptz := clock_timestamp(); BEGIN
+	     WHILE clock_timestamp() < t + interval '2.5 seconds' LOOP
+	       l := rp_semaphore_acquire('fair', 1, 30000, 3000);
+	       IF l IS NOT NULL THEN INSERT INTO sem_newcomer VALUES (l.fence); PERFORM pg_sleep(0.01); PERFORM rp_release(l); END IF;
+	     END LOOP; END \$\$" >"$RP_TMP/newcomer.$i" 2>&1 &
+	newcomers+=($!)
+done
+sleep 1      # the newcomers queue up behind the early waiter
+session_q h "SELECT rp_release_all()" >/dev/null
+wait "$early" "${newcomers[@]}"
+efence=$(head -1 "$RP_TMP/early.out")
+diag "holder fence $hfence, early waiter $efence, newcomers got $(q "SELECT count(*) FROM sem_newcomer") permits"
+is "$efence" "$((hfence + 1))" "the early waiter gets the very next permit, ahead of 8 newcomers queued behind it"
+cmp_ok "$(q "SELECT count(*) FROM sem_newcomer")" -ge 1 "the newcomers were served too (the stream was real)"
+session_close h
+
+# ---- 6. the transaction form ----------------------------------------------------
+out=$(q "BEGIN" "SELECT rp_semaphore_acquire_xact('sx', 2, 30000) IS NOT NULL" "SELECT in_use FROM rp_semaphore_info('sx')" \
+        "COMMIT" "SELECT in_use FROM rp_semaphore_info('sx')")
+is "$(echo $out)" "t 1 0" "rp_semaphore_acquire_xact: held in the transaction, released at COMMIT"
+out=$(q "BEGIN" "SELECT rp_semaphore_acquire_xact('sx', 2, 30000) IS NOT NULL" "ROLLBACK" "SELECT in_use FROM rp_semaphore_info('sx')")
+is "$(echo $out)" "t 0" "released at ROLLBACK"
+
+q "DROP TABLE sem_round, sem_sample, sem_hold, sem_newcomer" >/dev/null
+finish

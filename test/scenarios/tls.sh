@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# tls.sh -- TLS to Redis (issue 12), single servers.  The failures this
+# guards against:
+#
+#  A. a setting that claims protection and gives none: verify-full accepting
+#     a certificate for another name, verify-ca accepting an unknown CA or an
+#     expired certificate; each mode against a good server works, and
+#     "require" is shown NOT to verify (libpq's meaning: a non-guarantee);
+#  B. a failure that does not say what failed: unknown CA, expired, name
+#     mismatch, missing client certificate, server not speaking TLS, plain
+#     client on a TLS port -- all 08001 (the plain client: 08006 with a
+#     recognisable hint), none carrying a key;
+#  C. a TLS peer that accepted TCP and never answers: the handshake ends by
+#     connect_timeout, by cancel and by statement_timeout (the naive client,
+#     redis-cli --tls, waits until killed);
+#  D. a TLS server restarted between two calls of one session: the next call
+#     reconnects by itself (TLS 1.3 session tickets do not make an idle
+#     connection look out of step);
+#  E. a changed TLS setting takes effect on the next connection.
+#
+# Sentinel and Cluster over TLS: tls_topology.sh.
+source "$(dirname "$0")/tap.bash"
+source "$(dirname "$0")/../../scripts/lib.sh"
+source "$(dirname "$0")/tls_certs.bash"
+plan 36
+
+declare -A PORT
+for s in good other expired mtls hung; do
+	p=$(rp_free_port)
+	while [[ " ${PORT[*]} " == *" $p "* ]]; do p=$(rp_free_port); done
+	PORT[$s]=$p
+done
+HUNG_PID=
+cleanup() {
+	for s in good other expired mtls; do rp_stop_redis "${PORT[$s]}"; done
+	[ -n "$HUNG_PID" ] && kill "$HUNG_PID" 2>/dev/null
+	return 0
+}
+trap cleanup EXIT
+
+tls_make_certs "$RP_TMP/tls"
+C=$RP_TMP/tls
+start_tls() {  # name cert-basename [extra args]
+	local n=$1 crt=$2; shift 2
+	redis-server --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --dir "$RP_TMP" \
+		--pidfile "$RP_TMP/redis-${PORT[$n]}.pid" --logfile "$RP_TMP/redis-${PORT[$n]}.log" \
+		$(tls_redis_args "$C" "$crt") --tls-port "${PORT[$n]}" --tls-auth-clients no "$@"
+}
+tls_ping() {  # port
+	redis-cli --tls --cacert "$C/ca.crt" --cert "$C/client.crt" --key "$C/client.key" -p "$1" ping 2>/dev/null
+}
+for s in good other expired mtls; do
+	case $s in
+		good) crt=server ;; other) crt=other ;; expired) crt=expired ;; mtls) crt=server ;;
+	esac
+	extra=()
+	[ $s = mtls ] && extra=(--tls-auth-clients yes)
+	start_tls "$s" "$crt" "${extra[@]}"
+done
+for s in good other expired mtls; do
+	for i in $(seq 100); do rp_port_taken "${PORT[$s]}" && break; sleep 0.05; done
+done
+is "$(tls_ping "${PORT[good]}")$(tls_ping "${PORT[mtls]}")" "PONGPONG" "TLS-only Redis servers are up (plain port 0)"
+
+# sql [settings...] -- statements: run with the given TLS settings.
+with() {  # "SET ...; SET ..." sql
+	psql -X -At -q -v ON_ERROR_STOP=1 -d "$RP_DB" -c "$1" -c "$2" 2>&1
+}
+# state settings sql: the SQLSTATE of the error (or OK); the messages are
+# kept in $RP_TMP/tls-last (read by said) and appended to tls-messages.
+state() {
+	local msg
+	msg=$(psql -X -At -q -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -d "$RP_DB" -c "$1" -c "$2" 2>&1 >/dev/null)
+	echo "$msg" >"$RP_TMP/tls-last"
+	echo "$msg" >>"$RP_TMP/tls-messages"
+	if [ -z "$msg" ]; then echo OK; else echo "$msg" | sed -n 's/^.*ERROR:  *\([0-9A-Z]\{5\}\):.*$/\1/p' | head -1; fi
+}
+said() {  # pattern description: the last error message contains pattern
+	grep -q -- "$1" "$RP_TMP/tls-last"; local rc=$?
+	ok $rc "$2"
+	[ $rc -eq 0 ] || sed 's/^/#   /' "$RP_TMP/tls-last"
+}
+at() {  # port mode [more settings]
+	echo "SET redis_primitives.host = '127.0.0.1'; SET redis_primitives.port = $1; SET redis_primitives.tls = '$2'; SET redis_primitives.connect_timeout = 3000; ${3:-}"
+}
+CA="SET redis_primitives.tls_ca_file = '$C/ca.crt';"
+WORK="SELECT (rp_acquire('tls-lock', 10000)).fence IS NOT NULL AND rp_release('tls-lock') AND rp_ratelimit('tls-rl', 5, 1000)"
+
+# ---- A. each mode against a good server ---------------------------------------
+is "$(with "$(at "${PORT[good]}" require)" "$WORK")" "t" "require: acquire, release and rate limit over TLS"
+is "$(with "$(at "${PORT[good]}" verify-ca "$CA")" "$WORK")" "t" "verify-ca with the right CA"
+is "$(with "$(at "${PORT[good]}" verify-full "$CA")" "$WORK")" "t" "verify-full, host 127.0.0.1 matches the certificate's IP SAN"
+is "$(with "$(at "${PORT[good]}" verify-full "$CA SET redis_primitives.host = 'localhost';")" "$WORK")" "t" \
+	"verify-full, host localhost matches the certificate's DNS SAN"
+calls=$(redis-cli --tls --cacert "$C/ca.crt" -p "${PORT[good]}" info commandstats | tr -d '\r' |
+	sed -n 's/^cmdstat_eval\(sha\)\{0,1\}:calls=\([0-9]*\),.*/\2/p' | paste -sd+ | bc)
+cmp_ok "${calls:-0}" -ge 12 "the calls reached the TLS-only server ($calls script calls there)"
+
+# ---- A/B. verification refuses what it must -------------------------------------
+is "$(with "$(at "${PORT[other]}" verify-ca "$CA")" "$WORK")" "t" "verify-ca accepts a CA-signed certificate for another name"
+is "$(state "$(at "${PORT[other]}" verify-full "$CA")" "$WORK")" "08001" "verify-full refuses a certificate for another name"
+said 'does not match the name "127.0.0.1"' "... saying the certificate does not match the host"
+is "$(with "$(at "${PORT[other]}" verify-full "$CA SET redis_primitives.tls_server_name = 'other.example';")" "$WORK")" "t" \
+	"verify-full accepts it with tls_server_name naming it"
+is "$(state "$(at "${PORT[good]}" verify-ca "SET redis_primitives.tls_ca_file = '$C/ca2.crt';")" "$WORK")" "08001" \
+	"verify-ca with the wrong CA is refused"
+said 'not signed by a trusted certificate authority' "... saying the CA is unknown"
+is "$(state "$(at "${PORT[expired]}" verify-ca "$CA")" "$WORK")" "08001" "verify-ca refuses an expired certificate"
+said 'has expired' "... saying it has expired"
+# The naive twin of verification: "require" checks nothing, as in libpq.
+is "$(with "$(at "${PORT[expired]}" require)" "$WORK")" "t" \
+	"require (no CA file) does not verify: it accepts the expired certificate (documented)"
+
+# ---- B. mutual TLS ----------------------------------------------------------------
+is "$(state "$(at "${PORT[mtls]}" verify-full "$CA")" "$WORK")" "08001" "mutual TLS without a client certificate is refused at connect"
+said 'requires a client certificate' "... saying the server requires a client certificate"
+is "$(with "$(at "${PORT[mtls]}" verify-full "$CA SET redis_primitives.tls_cert_file = '$C/client.crt'; SET redis_primitives.tls_key_file = '$C/client.key';")" "$WORK")" "t" \
+	"mutual TLS with the client certificate"
+is "$(state "$(at "${PORT[mtls]}" verify-full "$CA SET redis_primitives.tls_cert_file = '$C/client2.crt'; SET redis_primitives.tls_key_file = '$C/client2.key';")" "$WORK")" "08001" \
+	"a client certificate from another CA is refused at connect"
+said 'refused the client certificate' "... saying the server refused it"
+# Every message of this file so far, against every line of every key.
+leaks=$(cat "$C"/*.key | grep -v -- '-----' | grep -cFf - "$RP_TMP/tls-messages")
+cmp_ok "$(wc -l <"$RP_TMP/tls-messages")" -gt 5 "the error messages were collected"
+is "$leaks" "0" "no key material in any error message"
+
+# ---- B. plain client on a TLS port, TLS client on a plain port ---------------------
+is "$(state "$(at "${PORT[good]}" off)" "$WORK")" "08006" "plain client on a TLS port: the connection is lost"
+said 'if the server requires TLS, set redis_primitives.tls' "... with a hint that the server wants TLS"
+is "$(state "$(at "$REDIS_PORT" require)" "$WORK")" "08001" "TLS client on a plain port is refused at connect"
+said 'not speaking TLS' "... saying the server is not speaking TLS"
+
+# ---- C. a TLS peer that accepts TCP and never answers ------------------------------
+python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
+held = []
+while True:
+    c, _ = s.accept(); held.append(c)
+' "${PORT[hung]}" &
+HUNG_PID=$!
+for i in $(seq 100); do rp_port_taken "${PORT[hung]}" && break; sleep 0.05; done
+# The naive twin: a client with a blocking handshake waits until killed.
+timeout 2 redis-cli --tls --cacert "$C/ca.crt" -p "${PORT[hung]}" ping >/dev/null 2>&1; rc=$?
+is "$rc" "124" "naive twin: redis-cli --tls against the hung peer is still waiting after 2 s (killed by timeout)"
+t=$(now_ms); st=$(state "$(at "${PORT[hung]}" require "SET redis_primitives.connect_timeout = 1000;")" "$WORK"); el=$(( $(now_ms) - t ))
+is "$st" "08001" "hung TLS peer: connect_timeout ends the handshake with 08001"
+cmp_ok "$el" -lt 6000 "... after ${el} ms (connect_timeout 1000 ms)"
+t=$(now_ms); st=$(state "$(at "${PORT[hung]}" require "SET redis_primitives.connect_timeout = 600000; SET statement_timeout = 1000;")" "$WORK"); el=$(( $(now_ms) - t ))
+is "$st" "57014" "hung TLS peer: statement_timeout ends the handshake (connect_timeout 10 min)"
+cmp_ok "$el" -lt 6000 "... after ${el} ms"
+(psql -X -At -q -d "$RP_DB" -c "SET application_name = 'tls-hung'" -c "$(at "${PORT[hung]}" require "SET redis_primitives.connect_timeout = 600000;")" \
+	-c "$WORK" >"$RP_TMP/hung.out" 2>&1; echo $? >"$RP_TMP/hung.rc") &
+for i in $(seq 100); do
+	[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tls-hung' AND state = 'active'")" = 1 ] && break
+	sleep 0.05
+done
+sleep 0.3
+t=$(now_ms); q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'tls-hung'" >/dev/null
+for i in $(seq 100); do [ -f "$RP_TMP/hung.rc" ] && break; sleep 0.05; done; el=$(( $(now_ms) - t ))
+grep -q 'canceling statement due to user request' "$RP_TMP/hung.out"; ok $? "hung TLS peer: cancel ends the handshake"
+cmp_ok "$el" -lt 3000 "... ${el} ms after pg_cancel_backend"
+
+# ---- D. the TLS server restarts between two calls of one session -------------------
+session_open s
+session_q s "$(at "${PORT[good]}" verify-full "$CA")" >/dev/null
+first=$(session_q s "SELECT (rp_acquire('tls-restart', 10000)).fence IS NOT NULL")
+rp_stop_redis "${PORT[good]}"
+start_tls good server
+for i in $(seq 100); do rp_port_taken "${PORT[good]}" && break; sleep 0.05; done
+is "$first$(session_q s "SELECT (rp_acquire('tls-restart2', 10000)).fence IS NOT NULL")" "tt" \
+	"after the TLS server restarted, the same session's next call reconnects by itself"
+# ---- E. a changed setting takes effect on the next connection ----------------------
+session_q s "SET redis_primitives.tls_ca_file = '$C/ca2.crt'" >/dev/null
+is "$(session_q s "SELECT rp_release_all() >= 0")" "ERROR:  08001" \
+	"a changed tls_ca_file drops the connection: the next call verifies against the new (wrong) CA"
+session_close s
+
+# ---- F. the background elector uses the same settings -----------------------------
+EP=$(rp_free_port)
+rp_start_pg tlselec "$EP" "redis_primitives.port = ${PORT[good]}
+redis_primitives.tls = 'verify-full'
+redis_primitives.tls_ca_file = '$C/ca.crt'
+redis_primitives.node_id = 'tls-node'
+redis_primitives.elections = 'tls-elec'"
+leader=
+for i in $(seq 300); do
+	leader=$(redis-cli --tls --cacert "$C/ca.crt" -p "${PORT[good]}" hget 'rp:{tls-elec}:leader' node 2>/dev/null)
+	[ "$leader" = tls-node ] && break; sleep 0.1
+done
+is "$leader" "tls-node" "the background elector of a server configured for TLS campaigns over TLS"
+rp_stop_pg tlselec
+
+finish
