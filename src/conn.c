@@ -612,6 +612,43 @@ rp_read_password_file(void)
 static bool rp_exchange(int ncmds, TimestampTz deadline, RpReply **out);
 static int	rp_error_sqlstate(const char *msg);
 
+/*
+ * TLS hook: the handshake, for masters, sentinels and cluster nodes alike
+ * (not unix sockets).  tls.c ereports what failed; that becomes the recorded
+ * failure here, so the core keeps returning a status (and the cleanup face
+ * never throws).  A cancel or timeout thrown by rp_wait is thrown on: rp_open
+ * has set rp_in_exchange, so the half-open connection is dropped by the next
+ * call.
+ */
+static bool
+rp_tls_connect(redisContext *c, TimestampTz deadline)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ErrorData  *volatile edata = NULL;
+
+	PG_TRY();
+	{
+		rp_tls_handshake(c, c->tcp.host, rp_conn_target(), rp_wait, deadline);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+			edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	if (edata == NULL)
+		return true;
+	rp_conn_drop();
+	rp_in_exchange = false;
+	rp_slots_valid = false;
+	return rp_set_failure(edata->sqlerrcode, edata->message, edata->detail,
+						  edata->hint);
+}
+
 /* Wait for a non-blocking connect to finish. */
 static bool
 rp_connect_wait(redisContext *c, TimestampTz deadline)
@@ -630,13 +667,8 @@ rp_connect_wait(redisContext *c, TimestampTz deadline)
 		return rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 					   "could not connect to Redis", pstrdup(strerror(err)));
 
-	/*
-	 * TLS hook: masters, sentinels and cluster nodes alike (not unix).  It
-	 * ereports 08001 on failure; rp_open has set rp_in_exchange, so the
-	 * half-open connection is dropped by the next call.
-	 */
 	if (c->connection_type == REDIS_CONN_TCP && rp_tls_enabled())
-		rp_tls_handshake(c, c->tcp.host, rp_conn_target(), rp_wait, deadline);
+		return rp_tls_connect(c, deadline);
 	return true;
 }
 
