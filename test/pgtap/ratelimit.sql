@@ -17,7 +17,7 @@
 -- test/scenarios/ratelimit_concurrency.sh.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(35);
+SELECT plan(37);
 
 -- The traffic of the reference test: 5 requests at the end of one 1000 ms
 -- window and 5 at the start of the next, 104 ms from first to last.
@@ -192,6 +192,15 @@ SELECT cmp_ok((SELECT bytes FROM mem WHERE a = 'gcra'), '<', 256::bigint,
   'gcra: the key stays under 256 bytes (O(1))');
 SELECT cmp_ok((SELECT bytes FROM mem WHERE a = 'sliding_log'), '>', 10000 * 32::bigint,
   'sliding_log: one member per admitted request (O(limit))');
+
+-- The sliding log trims what aged out when it admits: after a window has
+-- passed, the set holds the new request only, not every request ever made.
+SET LOCAL redis_primitives.ratelimit_clock_ms = '1800000000000';
+SELECT count(*) FROM generate_series(1, 5) WHERE rp_ratelimit('rl-trim', 5, 1000, 1, 'sliding_log');
+SET LOCAL redis_primitives.ratelimit_clock_ms = '1800000005000';
+SELECT ok(rp_ratelimit('rl-trim', 5, 1000, 1, 'sliding_log'), 'a window later, a request is admitted');
+SELECT is(rp_test.redis('ZCARD', rp_test.key('rl-trim', 'rl:sliding_log')), '1',
+  'sliding_log: the five requests that aged out were trimmed (ZCARD 1)');
 
 SELECT * FROM finish();
 ROLLBACK;
