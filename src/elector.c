@@ -358,8 +358,6 @@ rp_election_key(const char *name, size_t namelen, const char *suffix)
 {
 	char		prefix[RP_PREFIX_MAX];
 	bool		ok = false;
-	StringInfoData k;
-	RpArg		a;
 
 	if (rp_shared != NULL)
 	{
@@ -370,13 +368,8 @@ rp_election_key(const char *name, size_t namelen, const char *suffix)
 	}
 	if (!ok)
 		return rp_key(name, namelen, suffix);
-	initStringInfo(&k);
-	appendStringInfo(&k, "%s{", prefix);
-	appendBinaryStringInfo(&k, name, namelen);
-	appendStringInfo(&k, "}:%s", suffix);
-	a.data = k.data;
-	a.len = k.len;
-	return a;
+	/* The same shape as every other key (a name starting with '}' too). */
+	return rp_key_with_prefix(prefix, name, namelen, suffix);
 }
 
 static RpEpochSeen *
