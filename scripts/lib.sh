@@ -40,7 +40,7 @@ rp_setup() {
 	PGBIN=$("$PG_CONFIG" --bindir)
 	export PATH="$PGBIN:$PATH"
 	# A failed build must stop here, not test the library installed before.
-	make -C "$RP_ROOT" -s >/dev/null || { rp_log "Build failed."; exit 1; }
+	make -C "$RP_ROOT" -s RP_WERROR=-Werror >/dev/null || { rp_log "Build failed."; exit 1; }
 	if [ -w "$("$PG_CONFIG" --pkglibdir)" ]; then
 		make -C "$RP_ROOT" -s install >/dev/null || { rp_log "make install failed."; exit 1; }
 	else

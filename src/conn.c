@@ -7,12 +7,17 @@
  *		RpReply trees or ereports.  The master is found directly, through
  *		Redis Sentinel, or per hash slot in a Redis Cluster (docs/topology.md).
  *
- * Before editing, know this: an exchange that did not finish (timeout,
- * cancel, statement_timeout, I/O error, an ereport from anywhere inside it)
- * must drop the connection, because its reply may still arrive and would be
- * read as the answer to the next command.  Every path below therefore runs
- * inside rp_exchange's PG_TRY, which frees the hiredis reply being held and
- * the context before re-throwing.  Nothing in this file knows what a lock is.
+ * Before editing, know this: every step returns a status (false, with
+ * rp_failure filled in) and never ereports for what Redis or the network
+ * does; only the SQL face (rp_eval, rp_command) turns a failure into an
+ * ERROR, and the cleanup face (rp_eval_quiet) into a message.  An exchange
+ * that did not finish (timeout, I/O error, or an interrupt thrown from the
+ * latch wait) must drop the connection, because its reply may still arrive
+ * and would be read as the answer to the next command: a failure drops it
+ * at once, and rp_in_exchange makes the next call drop one an interrupt
+ * left behind.  No hiredis reply is ever held across a wait.  The socket is
+ * written in one place and read in one place (rp_exchange).  Nothing in this
+ * file knows what a lock is.
  *
  * There is always at most one connection in use, rp_ctx with its wait set.
  * In Cluster mode the other nodes' connections are parked in rp_nodes[] and
@@ -29,6 +34,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/fd.h"
@@ -75,6 +81,25 @@ rp_connect_budget_ms(void)
  * drops it instead of reading the old reply as its own.
  */
 static bool rp_in_exchange = false;
+
+/*
+ * Why the exchange in progress failed.  Every step below returns false after
+ * filling it in (rp_fail, rp_fail_reply); the faces read it.
+ */
+static RpStatus rp_failure;
+
+/* Record a failure that is not about a connection to drop; returns false. */
+static bool
+rp_set_failure(int sqlstate, const char *message, const char *detail,
+			   const char *hint)
+{
+	rp_failure.sqlstate = sqlstate;
+	rp_failure.message = message;
+	rp_failure.detail = detail;
+	rp_failure.hint = hint;
+	return false;
+}
+
 int			rp_command_timeout_ms = 2000;
 char	   *rp_key_prefix = NULL;
 static char *rp_sentinels = NULL;
@@ -224,6 +249,23 @@ rp_check_password(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/*
+ * SHOW, current_setting() and pg_settings print the password through this
+ * hook.  GUC_SUPERUSER_ONLY keeps plain users out, but lets members of
+ * pg_read_all_settings (and so pg_monitor, which monitoring agents run as)
+ * read it: they see a mask.  Superusers see the value: they can read
+ * postgresql.auto.conf anyway (docs/security.md).
+ */
+static const char *
+rp_show_password(void)
+{
+	if (rp_password == NULL || rp_password[0] == '\0')
+		return "";
+	if (IsTransactionState() && superuser())
+		return rp_password;
+	return "********";
+}
+
 void
 rp_conn_init(void)
 {
@@ -253,7 +295,7 @@ rp_conn_init(void)
 							   "Cannot be stored with ALTER ROLE, ALTER DATABASE or CREATE FUNCTION ... SET.",
 							   &rp_password, "", PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
-							   rp_check_password, rp_mark_changed, NULL);
+							   rp_check_password, rp_mark_changed, rp_show_password);
 	DefineCustomStringVariable("redis_primitives.password_file",
 							   "File whose first line is the Redis password, read at connect time when redis_primitives.password is empty.",
 							   "The file must be readable by the database server's operating system user only.",
@@ -306,6 +348,7 @@ rp_conn_drop(void)
 	{
 		rp_tls_close(rp_ctx);	/* the TLS session goes before its socket */
 		redisFree(rp_ctx);
+		ReleaseExternalFD();
 		rp_ctx = NULL;
 	}
 }
@@ -409,7 +452,7 @@ rp_use_node(int i)
 	rp_peer_role = "cluster node";
 }
 
-/* The node entry for host:port, added if new. */
+/* The node entry for host:port, added if new; -1 (failure recorded) if full. */
 static int
 rp_node_find_or_add(const char *host, int port)
 {
@@ -417,9 +460,13 @@ rp_node_find_or_add(const char *host, int port)
 		if (rp_nodes[i].port == port && strcmp(rp_nodes[i].host, host) == 0)
 			return i;
 	if (rp_nnodes == RP_MAX_NODES)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("Redis Cluster has more than %d nodes", RP_MAX_NODES)));
+	{
+		(void) rp_set_failure(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+								 psprintf("Redis Cluster has more than %d nodes", RP_MAX_NODES),
+								 NULL,
+								 NULL);
+		return -1;
+	}
 	memset(&rp_nodes[rp_nnodes], 0, sizeof(RpNode));
 	strlcpy(rp_nodes[rp_nnodes].host, host, sizeof(rp_nodes[rp_nnodes].host));
 	rp_nodes[rp_nnodes].port = port;
@@ -440,6 +487,7 @@ rp_conn_reset(void)
 		{
 			rp_tls_close(rp_nodes[i].ctx);
 			redisFree(rp_nodes[i].ctx);
+			ReleaseExternalFD();
 		}
 		rp_nodes[i].waitset = NULL;
 		rp_nodes[i].ctx = NULL;
@@ -454,10 +502,10 @@ rp_conn_reset(void)
  * Wait until the connection's socket is ready for events (one of
  * WL_SOCKET_READABLE or WL_SOCKET_WRITEABLE) or the deadline passes.
  * Returns false on timeout.  Cancel and statement_timeout arrive through the
- * latch and are thrown by CHECK_FOR_INTERRUPTS (which does nothing while a
- * quiet cleanup holds interrupts).  The wait set lives as long as the
- * connection: building an epoll set for every wait cost more CPU than the
- * rest of a call's own work.
+ * latch and are thrown by CHECK_FOR_INTERRUPTS (which does nothing while the
+ * cleanup face holds interrupts); no hiredis reply is held across this call.
+ * The wait set lives as long as the connection: building an epoll set for
+ * every wait cost more CPU than the rest of a call's own work.
  */
 static bool
 rp_wait(int events, TimestampTz deadline)
@@ -497,20 +545,19 @@ rp_wait(int events, TimestampTz deadline)
 	}
 }
 
-static void rp_fail(int sqlstate, const char *msg, const char *why) pg_attribute_noreturn();
-
-static void
+/* Record a failure, drop the connection; always returns false. */
+static bool
 rp_fail(int sqlstate, const char *msg, const char *why)
 {
-	const char *target = rp_conn_target();
-
+	(void) rp_set_failure(sqlstate,
+							 msg,
+							 psprintf("Redis server %s: %s.", rp_conn_target(), why),
+							 NULL);
 	rp_conn_drop();
+	rp_in_exchange = false;
 	/* The node may be gone or have lost its slots: ask for the map again. */
 	rp_slots_valid = false;
-	ereport(ERROR,
-			(errcode(sqlstate),
-			 errmsg("%s", msg),
-			 errdetail("Redis server %s: %s.", target, why)));
+	return false;
 }
 
 /* A socket that the server closed while idle is readable with EOF. */
@@ -531,6 +578,7 @@ rp_conn_is_stale(void)
 	return n > 0;
 }
 
+/* The password file's first line, or NULL (failure recorded). */
 static char *
 rp_read_password_file(void)
 {
@@ -540,10 +588,18 @@ rp_read_password_file(void)
 
 	f = AllocateFile(rp_password_file, "r");
 	if (f == NULL)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open redis_primitives.password_file \"%s\": %m",
-						rp_password_file)));
+	{
+		/* The SQLSTATE errcode_for_file_access() would give. */
+		int			sqlstate = (errno == ENOENT || errno == ENOTDIR) ? ERRCODE_UNDEFINED_FILE
+			: (errno == EACCES || errno == EPERM) ? ERRCODE_INSUFFICIENT_PRIVILEGE
+			: ERRCODE_IO_ERROR;
+
+		(void) rp_set_failure(sqlstate,
+							  psprintf("could not open redis_primitives.password_file \"%s\": %m",
+									   rp_password_file),
+							  NULL, NULL);
+		return NULL;
+	}
 	if (fgets(buf, sizeof(buf), f) == NULL)
 		buf[0] = '\0';
 	FreeFile(f);
@@ -553,256 +609,281 @@ rp_read_password_file(void)
 	return pstrdup(buf);
 }
 
-static void rp_exchange(int ncmds, TimestampTz deadline, RpReply **out,
-						bool raise_errors);
+static bool rp_exchange(int ncmds, TimestampTz deadline, RpReply **out);
 static int	rp_error_sqlstate(const char *msg);
 
-/* Wait for a non-blocking connect to finish; 08001 if it fails. */
-static void
+/*
+ * TLS hook: the handshake, for masters, sentinels and cluster nodes alike
+ * (not unix sockets).  tls.c ereports what failed; that becomes the recorded
+ * failure here, so the core keeps returning a status (and the cleanup face
+ * never throws).  A cancel or timeout thrown by rp_wait is thrown on: rp_open
+ * has set rp_in_exchange, so the half-open connection is dropped by the next
+ * call.
+ */
+static bool
+rp_tls_connect(redisContext *c, TimestampTz deadline)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ErrorData  *volatile edata = NULL;
+
+	PG_TRY();
+	{
+		rp_tls_handshake(c, c->tcp.host, rp_conn_target(), rp_wait, deadline);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+			edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	if (edata == NULL)
+		return true;
+	rp_conn_drop();
+	rp_in_exchange = false;
+	rp_slots_valid = false;
+	return rp_set_failure(edata->sqlerrcode, edata->message, edata->detail,
+						  edata->hint);
+}
+
+/* Wait for a non-blocking connect to finish. */
+static bool
 rp_connect_wait(redisContext *c, TimestampTz deadline)
 {
 	int			err = 0;
 	socklen_t	errlen = sizeof(err);
 
-	PG_TRY();
-	{
-		if (!rp_wait(WL_SOCKET_WRITEABLE, deadline))
-			rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-					"could not connect to Redis",
-					psprintf("no connection within %d ms (redis_primitives.connect_timeout)",
-							 rp_connect_budget_ms()));
-		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &errlen) < 0)
-			err = errno;
-		if (err != 0)
-			rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-					"could not connect to Redis", pstrdup(strerror(err)));
-		/* TLS hook: masters, sentinels and cluster nodes alike (not unix). */
-		if (c->connection_type == REDIS_CONN_TCP && rp_tls_enabled())
-			rp_tls_handshake(c, c->tcp.host, rp_conn_target(), rp_wait, deadline);
-	}
-	PG_CATCH();
-	{
-		rp_conn_drop();
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	if (!rp_wait(WL_SOCKET_WRITEABLE, deadline))
+		return rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+					   "could not connect to Redis",
+					   psprintf("no connection within %d ms (redis_primitives.connect_timeout)",
+								rp_connect_budget_ms()));
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &errlen) < 0)
+		err = errno;
+	if (err != 0)
+		return rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+					   "could not connect to Redis", pstrdup(strerror(err)));
+
+	if (c->connection_type == REDIS_CONN_TCP && rp_tls_enabled())
+		return rp_tls_connect(c, deadline);
+	return true;
 }
 
-/* Open a non-blocking TCP (or unix) connection as rp_ctx; 08001 if it fails. */
-static void
+/*
+ * Open a non-blocking TCP (or unix) connection as rp_ctx.  Its socket is
+ * reserved with AcquireExternalFD, like postgres_fdw's, and given back by
+ * rp_free_ctx.
+ */
+static bool
 rp_open(const char *host, int port, const char *unix_socket, TimestampTz deadline)
 {
 	redisContext *c;
 
 	rp_conn_drop();
 	rp_stats_conn_event(RP_EVENT_CONNECT);
+
+	/*
+	 * Not usable until connected and through the handshake: an interrupt
+	 * thrown before then leaves it to be dropped by the next call.
+	 */
+	rp_in_exchange = true;
+	if (!AcquireExternalFD())
+	{
+		return rp_set_failure(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							  "could not connect to Redis",
+							  "There are too many open files on the local server.",
+							  "Raise the server's max_files_per_process setting.");
+	}
 	/* Name resolution inside hiredis is the one step not under the latch. */
 	if (unix_socket && unix_socket[0])
 		c = redisConnectUnixNonBlock(unix_socket);
 	else
 		c = redisConnectNonBlock(host, port);
 	if (c == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory while connecting to Redis")));
+	{
+		ReleaseExternalFD();
+		return rp_set_failure(ERRCODE_OUT_OF_MEMORY,
+								 "out of memory while connecting to Redis",
+								 NULL,
+								 NULL);
+	}
 	rp_ctx = c;
 	if (c->err)
-		rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-				"could not connect to Redis", pstrdup(c->errstr));
-	rp_connect_wait(c, deadline);
+		return rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+					   "could not connect to Redis", pstrdup(c->errstr));
+	return rp_connect_wait(c, deadline);
 }
 
-/*
- * In a PG_CATCH block: a connection failure (08001, 08006) is absorbed and
- * described in why; anything else (cancel, statement_timeout, a bug) is
- * re-thrown.
- */
+/* Describe the failure just recorded in why, naming who failed. */
 static void
-rp_absorb_connection_error(MemoryContext cxt, StringInfo why, const char *who)
+rp_note_failure(StringInfo why, const char *who)
 {
-	ErrorData  *edata;
-
-	MemoryContextSwitchTo(cxt);
-	edata = CopyErrorData();
-	if (edata->sqlerrcode != ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION &&
-		edata->sqlerrcode != ERRCODE_CONNECTION_FAILURE)
-	{
-		FreeErrorData(edata);
-		rp_conn_drop();
-		PG_RE_THROW();
-	}
-	FlushErrorState();
 	rp_conn_drop();
 	appendStringInfo(why, "%s%s: %s", why->len ? "; " : "", who,
-					 edata->detail ? edata->detail : edata->message);
-	FreeErrorData(edata);
+					 rp_failure.detail ? rp_failure.detail : rp_failure.message);
+}
+
+/* Append one command; false (failure recorded) if hiredis is out of memory. */
+static bool
+rp_append(int argc, const char **argv, const size_t *argvlen)
+{
+	if (redisAppendCommandArgv(rp_ctx, argc, argv, argvlen) == REDIS_OK)
+		return true;
+	rp_conn_drop();
+	return rp_set_failure(ERRCODE_OUT_OF_MEMORY,
+							 "out of memory while building a Redis command",
+							 NULL,
+							 NULL);
 }
 
 /*
  * Ask one sentinel where the master is.  Returns true with *port set and
  * host filled in; false, saying why in why, when this sentinel could not
- * answer (down, timed out, does not know the master).  Cancel,
- * statement_timeout and anything unexpected propagate.
+ * answer (down, timed out, does not know the master).
  */
 static bool
 rp_sentinel_ask(const char *shost, int sport, TimestampTz deadline,
 				char *host, size_t hostsize, int *port, StringInfo why)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	volatile bool found = false;
+	const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", rp_sentinel_master};
 	char	   *who = psprintf("sentinel %s:%d", shost, sport);
+	const char *auth[3];
+	int			nauth = rp_sentinel_auth_argv(auth);
+	RpReply    *replies[2];
+	RpReply    *r;
 
 	strlcpy(rp_peer_host, shost, sizeof(rp_peer_host));
 	rp_peer_port = sport;
 	rp_peer_role = "sentinel";
-	PG_TRY();
+	/* AUTH (sentinel_password) and the question, in one round trip. */
+	if (!rp_open(shost, sport, NULL, deadline) ||
+		(nauth > 0 && !rp_append(nauth, auth, NULL)) ||
+		!rp_append(3, argv, NULL) ||
+		!rp_exchange(nauth > 0 ? 2 : 1, deadline, replies))
 	{
-		const char *argv[3] = {"SENTINEL", "get-master-addr-by-name",
-		rp_sentinel_master};
-		const char *auth[3];
-		int			nauth = rp_sentinel_auth_argv(auth);
-		RpReply    *replies[2];
-		RpReply    *r;
-
-		rp_open(shost, sport, NULL, deadline);
-		/* AUTH (sentinel_password) and the question, in one round trip. */
-		if ((nauth > 0 &&
-			 redisAppendCommandArgv(rp_ctx, nauth, auth, NULL) != REDIS_OK) ||
-			redisAppendCommandArgv(rp_ctx, 3, argv, NULL) != REDIS_OK)
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of memory while building a Redis command")));
-		rp_exchange(nauth > 0 ? 2 : 1, deadline, replies, false);
-		rp_conn_drop();
-		r = replies[nauth > 0 ? 1 : 0];
-		if (nauth > 0 && replies[0]->type == RP_REPLY_STRING &&
-			replies[0]->integer == -1)
-			appendStringInfo(why, "%s%s refused AUTH (redis_primitives.sentinel_password): %s",
-							 why->len ? "; " : "", who, replies[0]->str);
-		else if (r->type == RP_REPLY_ARRAY && r->nelem == 2 &&
-			r->elem[0]->type == RP_REPLY_STRING &&
-			r->elem[1]->type == RP_REPLY_STRING && atoi(r->elem[1]->str) > 0)
-		{
-			strlcpy(host, r->elem[0]->str, hostsize);
-			*port = atoi(r->elem[1]->str);
-			found = true;
-		}
-		else if (r->type == RP_REPLY_STRING && r->integer == -1)
-			appendStringInfo(why, "%s%s said: %s", why->len ? "; " : "", who, r->str);
-		else
-			appendStringInfo(why, "%s%s does not know master \"%s\"",
-							 why->len ? "; " : "", who, rp_sentinel_master);
+		rp_note_failure(why, who);
+		return false;
 	}
-	PG_CATCH();
+	rp_conn_drop();
+	r = replies[nauth > 0 ? 1 : 0];
+	if (nauth > 0 && replies[0]->type == RP_REPLY_ERROR)
 	{
-		rp_absorb_connection_error(cxt, why, who);
+		appendStringInfo(why, "%s%s refused AUTH (redis_primitives.sentinel_password): %s",
+						 why->len ? "; " : "", who, replies[0]->str);
+		return false;
 	}
-	PG_END_TRY();
-	return found;
+	if (r->type == RP_REPLY_ARRAY && r->nelem == 2 &&
+		r->elem[0]->type == RP_REPLY_STRING &&
+		r->elem[1]->type == RP_REPLY_STRING && atoi(r->elem[1]->str) > 0)
+	{
+		strlcpy(host, r->elem[0]->str, hostsize);
+		*port = atoi(r->elem[1]->str);
+		return true;
+	}
+	if (r->type == RP_REPLY_ERROR)
+		appendStringInfo(why, "%s%s said: %s", why->len ? "; " : "", who, r->str);
+	else
+		appendStringInfo(why, "%s%s does not know master \"%s\"",
+						 why->len ? "; " : "", who, rp_sentinel_master);
+	return false;
 }
 
 /*
  * AUTH, SELECT and (against a master the sentinels named) ROLE, pipelined:
- * one round trip.  08001 if the server is a replica: the sentinels may be
- * mid-failover, and the caller asks the next one.
+ * one round trip.  A replica fails like an unreachable server: the
+ * sentinels may be mid-failover, and the caller asks the next one.
  */
-static void
+static bool
 rp_handshake(TimestampTz deadline, bool check_role)
 {
 	const char *password;
 	int			ncmds = 0;
 	RpReply    *replies[3];
-	redisContext *c = rp_ctx;
+	bool		ok = true;
 
 	password = rp_password;
 	if ((password == NULL || password[0] == '\0') &&
 		rp_password_file && rp_password_file[0])
+	{
 		password = rp_read_password_file();
+		if (password == NULL)
+		{
+			rp_conn_drop();
+			return false;
+		}
+	}
 	if (password && password[0])
 	{
-		if (rp_username && rp_username[0])
-		{
-			const char *argv[3] = {"AUTH", rp_username, password};
+		const char *argv[3] = {"AUTH", rp_username, password};
 
-			redisAppendCommandArgv(c, 3, argv, NULL);
-		}
+		if (rp_username && rp_username[0])
+			ok = rp_append(3, argv, NULL);
 		else
 		{
-			const char *argv[2] = {"AUTH", password};
-
-			redisAppendCommandArgv(c, 2, argv, NULL);
+			argv[1] = password;
+			ok = rp_append(2, argv, NULL);
 		}
 		ncmds++;
 	}
-	if (rp_database != 0)
+	if (ok && rp_database != 0)
 	{
 		char		db[16];
 		const char *argv[2] = {"SELECT", db};
 
 		snprintf(db, sizeof(db), "%d", rp_database);
-		redisAppendCommandArgv(c, 2, argv, NULL);
+		ok = rp_append(2, argv, NULL);
 		ncmds++;
 	}
-	if (check_role)
+	if (ok && check_role)
 	{
 		const char *argv[1] = {"ROLE"};
 
-		redisAppendCommandArgv(c, 1, argv, NULL);
+		ok = rp_append(1, argv, NULL);
 		ncmds++;
 	}
+	if (!ok)
+		return false;
 	if (ncmds == 0)
-		return;
-	rp_exchange(ncmds, deadline, replies, false);
+	{
+		rp_in_exchange = false;
+		return true;
+	}
+	if (!rp_exchange(ncmds, deadline, replies))
+		return false;
 	for (int i = 0; i < ncmds; i++)
 	{
 		bool		is_role = (check_role && i == ncmds - 1);
 
-		if (replies[i]->integer == -1 && replies[i]->type == RP_REPLY_STRING)
+		if (replies[i]->type == RP_REPLY_ERROR)
 		{
 			bool		auth = (i == 0 && password && password[0]);
 
+			if (auth)
+				(void) rp_set_failure(rp_error_sqlstate(replies[i]->str),
+									  "could not authenticate to Redis", NULL, NULL);
+			else
+				(void) rp_set_failure(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+									  is_role ? "could not ask Redis for its role"
+									  : "could not select the Redis database",
+									  NULL, NULL);
+			rp_failure.detail = psprintf("Redis server %s said: %s",
+										 rp_conn_target(), replies[i]->str);
+			rp_failure.answered = true;
 			rp_conn_drop();
-			ereport(ERROR,
-					(errcode(auth ? rp_error_sqlstate(replies[i]->str)
-							 : ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-					 errmsg(auth ? "could not authenticate to Redis"
-							: is_role ? "could not ask Redis for its role"
-							: "could not select the Redis database"),
-					 errdetail("Redis server %s said: %s",
-							   rp_conn_target(), replies[i]->str)));
+			return false;
 		}
 		if (is_role &&
 			!(replies[i]->type == RP_REPLY_ARRAY && replies[i]->nelem > 0 &&
 			  replies[i]->elem[0]->type == RP_REPLY_STRING &&
 			  strcmp(replies[i]->elem[0]->str, "master") == 0))
-			rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-					"could not connect to Redis",
-					"the server the sentinels named is not a master (a failover may be under way)");
+			return rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						   "could not connect to Redis",
+						   "the server the sentinels named is not a master (a failover may be under way)");
 	}
-}
-
-/* Connect to the master a sentinel named; on failure, say why in why. */
-static void
-rp_sentinel_try_master(const char *mhost, int mport, const char *shost,
-					   int sport, TimestampTz deadline, StringInfo why)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-
-	strlcpy(rp_peer_host, mhost, sizeof(rp_peer_host));
-	rp_peer_port = mport;
-	rp_peer_role = "master";
-	PG_TRY();
-	{
-		rp_open(mhost, mport, NULL, deadline);
-		rp_handshake(deadline, true);
-	}
-	PG_CATCH();
-	{
-		rp_absorb_connection_error(cxt, why,
-								   psprintf("master %s:%d named by sentinel %s:%d",
-											mhost, mport, shost, sport));
-	}
-	PG_END_TRY();
+	return true;
 }
 
 /*
@@ -811,7 +892,7 @@ rp_sentinel_try_master(const char *mhost, int mport, const char *shost,
  * that does not answer gets a fair share of what is left, not all of it.
  * The sentinel that answered is asked first next time.
  */
-static void
+static bool
 rp_connect_sentinel(TimestampTz deadline)
 {
 	static int	first = 0;
@@ -848,26 +929,30 @@ rp_connect_sentinel(TimestampTz deadline)
 			continue;
 
 		/* Connect to the master it named; a failure there asks the next. */
-		rp_sentinel_try_master(mhost, mport, shost, sport, deadline, &why);
-		if (rp_ctx != NULL)
+		strlcpy(rp_peer_host, mhost, sizeof(rp_peer_host));
+		rp_peer_port = mport;
+		rp_peer_role = "master";
+		if (rp_open(mhost, mport, NULL, deadline) && rp_handshake(deadline, true))
 		{
 			first = idx;
-			return;
+			return true;
 		}
+		rp_note_failure(&why, psprintf("master %s:%d named by sentinel %s:%d",
+									   mhost, mport, shost, sport));
 	}
 
 	rp_peer_host[0] = '\0';
 	if (why.len == 0)
 		appendStringInfo(&why, "no time left within %d ms (redis_primitives.connect_timeout)",
 						 rp_connect_budget_ms());
-	ereport(ERROR,
-			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-			 errmsg("could not connect to the Redis master \"%s\" through its sentinels",
-					rp_sentinel_master),
-			 errdetail("%s.", why.data)));
+	return rp_set_failure(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							 psprintf("could not connect to the Redis master \"%s\" through its sentinels",
+								  rp_sentinel_master),
+							 psprintf("%s.", why.data),
+							 NULL);
 }
 
-static void
+static bool
 rp_connect(void)
 {
 	TimestampTz deadline;
@@ -877,22 +962,10 @@ rp_connect(void)
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   rp_connect_budget_ms());
 	if (rp_sentinel_mode())
-	{
-		rp_connect_sentinel(deadline);
-		return;
-	}
-	/* A connection that failed its handshake must not survive to be reused. */
-	PG_TRY();
-	{
-		rp_open(rp_host, rp_port, rp_unix_socket, deadline);
+		return rp_connect_sentinel(deadline);
+	/* A connection that failed its handshake was dropped by it. */
+	return rp_open(rp_host, rp_port, rp_unix_socket, deadline) &&
 		rp_handshake(deadline, false);
-	}
-	PG_CATCH();
-	{
-		rp_conn_drop();
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
 }
 
 /* ------------------------------------------------------------------------
@@ -900,7 +973,7 @@ rp_connect(void)
  * ------------------------------------------------------------------------
  */
 
-/* Copy a hiredis reply into palloc'd memory.  Errors were handled before. */
+/* Copy a hiredis reply into palloc'd memory. */
 static RpReply *
 rp_copy_reply(redisReply *r)
 {
@@ -914,7 +987,8 @@ rp_copy_reply(redisReply *r)
 			break;
 		case REDIS_REPLY_STRING:
 		case REDIS_REPLY_STATUS:
-			out->type = RP_REPLY_STRING;
+		case REDIS_REPLY_ERROR:
+			out->type = (r->type == REDIS_REPLY_ERROR) ? RP_REPLY_ERROR : RP_REPLY_STRING;
 			out->len = r->len;
 			out->str = palloc(r->len + 1);
 			memcpy(out->str, r->str, r->len);
@@ -931,6 +1005,26 @@ rp_copy_reply(redisReply *r)
 			out->type = RP_REPLY_NIL;
 			break;
 	}
+	return out;
+}
+
+/* Copy a hiredis reply and free it, even when palloc throws. */
+static RpReply *
+rp_take_reply(void *r)
+{
+	RpReply    *volatile out = NULL;
+
+	PG_TRY();
+	{
+		out = rp_copy_reply((redisReply *) r);
+	}
+	PG_CATCH();
+	{
+		freeReplyObject(r);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	freeReplyObject(r);
 	return out;
 }
 
@@ -965,162 +1059,120 @@ rp_error_sqlstate(const char *msg)
 	return ERRCODE_EXTERNAL_ROUTINE_EXCEPTION;
 }
 
-static void rp_raise_redis_error(const char *msg) pg_attribute_noreturn();
-
-static void
-rp_raise_redis_error(const char *msg)
+/*
+ * Record a Redis error reply as the failure.  The command's fate is known
+ * (it was refused or failed in Redis).  In Sentinel mode a READONLY reply
+ * means the server we hold was demoted by a failover: drop it, so that the
+ * next call asks the sentinels.  The command is not retried here.
+ */
+static bool
+rp_fail_reply(const char *msg)
 {
 	int			sqlstate = rp_error_sqlstate(msg);
 
-	/*
-	 * In Sentinel mode a READONLY reply means the server we hold was demoted
-	 * by a failover: drop it, so that the next call asks the sentinels.  The
-	 * command is not retried here: a script refused as READONLY did not run,
-	 * but the caller decides whether to try again.
-	 */
+	rp_failure.sqlstate = sqlstate;
+	rp_failure.answered = true;
+	rp_failure.message = "Redis returned an error";
+	rp_failure.detail = psprintf("Redis server %s said: %s", rp_conn_target(), msg);
+	rp_failure.hint = NULL;
 	if (sqlstate == ERRCODE_READ_ONLY_SQL_TRANSACTION && rp_sentinel_mode())
 	{
-		const char *target = rp_conn_target();
-
+		rp_failure.hint = "The server is no longer the master; the next call asks the sentinels for the new one.";
 		rp_conn_drop();
-		ereport(ERROR,
-				(errcode(sqlstate),
-				 errmsg("Redis returned an error"),
-				 errdetail("Redis server %s said: %s", target, msg),
-				 errhint("The server is no longer the master; the next call asks the sentinels for the new one.")));
 	}
-
-	if (sqlstate == ERRCODE_OUT_OF_MEMORY)
-		ereport(ERROR,
-				(errcode(sqlstate),
-				 errmsg("Redis refused the command: out of memory"),
-				 errdetail("Redis said: %s", msg),
-				 errhint("Nothing was written.  Free memory in Redis or raise its maxmemory; keep maxmemory-policy noeviction.")));
-	ereport(ERROR,
-			(errcode(sqlstate),
-			 errmsg("Redis returned an error"),
-			 errdetail("Redis server %s said: %s", rp_conn_target(), msg)));
+	else if (sqlstate == ERRCODE_OUT_OF_MEMORY)
+	{
+		rp_failure.message = "Redis refused the command: out of memory";
+		rp_failure.detail = psprintf("Redis said: %s", msg);
+		rp_failure.hint = "Nothing was written.  Free memory in Redis or raise its maxmemory; keep maxmemory-policy noeviction.";
+	}
+	return false;
 }
 
 /*
- * Send what has been appended to rp_ctx and read ncmds replies into out[].
- * Any failure drops the connection before it propagates.  When raise_errors
- * is false, Redis error replies are returned as RP_REPLY_STRING with
- * integer = -1 (the caller decides, e.g. NOSCRIPT); otherwise the first one
- * is raised after every reply has been read, so the stream stays in step.
+ * Send what has been appended to rp_ctx and read ncmds replies into out[]
+ * (Redis error replies as RP_REPLY_ERROR).  The only place that writes to
+ * and reads from the socket.  Any failure drops the connection.  Each hiredis
+ * reply is copied and freed before the next wait, so an interrupt thrown
+ * inside rp_wait never leaves one allocated; rp_in_exchange then tells the
+ * next call that the stream is out of step.
  */
-static void
-rp_exchange(int ncmds, TimestampTz deadline, RpReply **out, bool raise_errors)
+static bool
+rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 {
-	redisReply *volatile held = NULL;
-	char	   *volatile first_error = NULL;
+	int			done = 0;
 
 	rp_in_exchange = true;
-	PG_TRY();
+	rp_failure.sent = true;
+	while (!done)
 	{
-		int			done = 0;
+		int			want = WL_SOCKET_WRITEABLE;
 
-		while (!done)
+		if ((rp_tls_active(rp_ctx) ? rp_tls_write(rp_ctx, &done, &want)
+			 : redisBufferWrite(rp_ctx, &done)) == REDIS_ERR)
+			return rp_fail(ERRCODE_CONNECTION_FAILURE,
+						   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
+		if (!done && !rp_wait(want, deadline))
 		{
-			int			want = WL_SOCKET_WRITEABLE;
-
-			if ((rp_tls_active(rp_ctx) ? rp_tls_write(rp_ctx, &done, &want)
-				 : redisBufferWrite(rp_ctx, &done)) == REDIS_ERR)
-				rp_fail(ERRCODE_CONNECTION_FAILURE,
-						"lost the connection to Redis", pstrdup(rp_ctx->errstr));
-			if (!done && !rp_wait(want, deadline))
-				rp_fail(ERRCODE_CONNECTION_FAILURE,
-						"Redis command timed out",
-						"the command could not be sent in time; the connection was dropped");
-		}
-
-		for (int i = 0; i < ncmds; i++)
-		{
-			void	   *r = NULL;
-			int			want = WL_SOCKET_READABLE;
-
-			for (;;)
-			{
-				if (redisGetReplyFromReader(rp_ctx, &r) == REDIS_ERR)
-					rp_fail(ERRCODE_CONNECTION_FAILURE,
-							"lost the connection to Redis", pstrdup(rp_ctx->errstr));
-				if (r != NULL)
-					break;
-				/* TLS: OpenSSL may hold bytes already; read before waiting. */
-				if (rp_tls_active(rp_ctx))
-				{
-					int			rc = rp_tls_read(rp_ctx, &want);
-
-					if (rc < 0)
-						rp_fail(ERRCODE_CONNECTION_FAILURE,
-								"lost the connection to Redis", pstrdup(rp_ctx->errstr));
-					if (rc > 0)
-						continue;
-				}
-				if (!rp_wait(want, deadline))
-					rp_fail(ERRCODE_CONNECTION_FAILURE,
-							"Redis command timed out",
-							psprintf("no reply within %d ms; the connection was dropped",
-									 rp_command_timeout_ms));
-				if (!rp_tls_active(rp_ctx) && redisBufferRead(rp_ctx) == REDIS_ERR)
-				{
-					const char *hint = rp_tls_plain_hint(rp_ctx);
-
-					rp_fail(ERRCODE_CONNECTION_FAILURE,
-							"lost the connection to Redis",
-							hint ? psprintf("%s; %s", rp_ctx->errstr, hint)
-							: pstrdup(rp_ctx->errstr));
-				}
-			}
-			held = r;
-			if (held->type == REDIS_REPLY_ERROR)
-			{
-				char	   *msg = pnstrdup(held->str, held->len);
-
-				if (raise_errors)
-				{
-					if (first_error == NULL)
-						first_error = msg;
-					out[i] = NULL;
-				}
-				else
-				{
-					out[i] = palloc0(sizeof(RpReply));
-					out[i]->type = RP_REPLY_STRING;
-					out[i]->integer = -1;
-					out[i]->str = msg;
-					out[i]->len = strlen(msg);
-				}
-			}
-			else
-				out[i] = rp_copy_reply(held);
-			freeReplyObject(held);
-			held = NULL;
+			rp_failure.timed_out = true;
+			return rp_fail(ERRCODE_CONNECTION_FAILURE,
+						   "Redis command timed out",
+						   "the command could not be sent in time; the connection was dropped");
 		}
 	}
-	PG_CATCH();
+
+	for (int i = 0; i < ncmds; i++)
 	{
-		if (held != NULL)
-			freeReplyObject(held);
-		rp_conn_drop();
-		rp_in_exchange = false;
-		PG_RE_THROW();
+		void	   *r = NULL;
+		int			want = WL_SOCKET_READABLE;
+
+		for (;;)
+		{
+			if (redisGetReplyFromReader(rp_ctx, &r) == REDIS_ERR)
+				return rp_fail(ERRCODE_CONNECTION_FAILURE,
+							   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
+			if (r != NULL)
+				break;
+			/* TLS: OpenSSL may hold bytes already; read before waiting. */
+			if (rp_tls_active(rp_ctx))
+			{
+				int			rc = rp_tls_read(rp_ctx, &want);
+
+				if (rc < 0)
+					return rp_fail(ERRCODE_CONNECTION_FAILURE,
+								   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
+				if (rc > 0)
+					continue;
+			}
+			if (!rp_wait(want, deadline))
+			{
+				rp_failure.timed_out = true;
+				return rp_fail(ERRCODE_CONNECTION_FAILURE,
+							   "Redis command timed out",
+							   psprintf("no reply within %d ms; the connection was dropped",
+										rp_command_timeout_ms));
+			}
+			if (!rp_tls_active(rp_ctx) && redisBufferRead(rp_ctx) == REDIS_ERR)
+			{
+				const char *hint = rp_tls_plain_hint(rp_ctx);
+
+				return rp_fail(ERRCODE_CONNECTION_FAILURE,
+							   "lost the connection to Redis",
+							   hint ? psprintf("%s; %s", rp_ctx->errstr, hint)
+							   : pstrdup(rp_ctx->errstr));
+			}
+		}
+		out[i] = rp_take_reply(r);
 	}
-	PG_END_TRY();
 	rp_in_exchange = false;
-
-	if (first_error != NULL)
-		rp_raise_redis_error(first_error);
+	return true;
 }
 
 /* A changed setting drops every connection before the next command. */
-static void rp_cluster_load_slots(void);
-static void rp_cluster_connect_node(int i, TimestampTz deadline);
-static RpReply *rp_eval_cluster(const RpScript *script, int nkeys,
-								const RpArg *keys, int nargs,
-								const RpArg *argv, int timeout_ms);
+static bool rp_cluster_load_slots(void);
+static bool rp_cluster_connect_node(int i, TimestampTz deadline);
 
-static void
+static bool
 rp_check_config(void)
 {
 	if (rp_in_exchange)
@@ -1138,41 +1190,44 @@ rp_check_config(void)
 		rp_config_changed = false;
 	}
 	if (rp_cluster && rp_sentinel_mode())
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("redis_primitives.cluster and redis_primitives.sentinels cannot be used together"),
-				 errhint("Redis Cluster does its own failover: point redis_primitives.host and port at any of its nodes.")));
+	{
+		return rp_set_failure(ERRCODE_INVALID_PARAMETER_VALUE,
+								 "redis_primitives.cluster and redis_primitives.sentinels cannot be used together",
+								 NULL,
+								 "Redis Cluster does its own failover: point redis_primitives.host and port at any of its nodes.");
+	}
+	return true;
 }
 
 /* Open the connection if needed; drop one the server closed while idle. */
-static void
+static bool
 rp_ensure_connected(void)
 {
-	rp_check_config();
+	if (!rp_check_config())
+		return false;
 	if (rp_cluster)
 	{
 		/* Commands without keys go to the node used last. */
-		if (rp_cur_node < 0)
-			rp_cluster_load_slots();
-		rp_cluster_connect_node(rp_cur_node,
-								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-															rp_connect_budget_ms()));
-		return;
+		if (rp_cur_node < 0 && !rp_cluster_load_slots())
+			return false;
+		return rp_cluster_connect_node(rp_cur_node,
+									   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+																   rp_connect_budget_ms()));
 	}
 	if (rp_ctx != NULL && rp_conn_is_stale())
 		rp_conn_drop();
 	if (rp_ctx == NULL)
-		rp_connect();
+		return rp_connect();
+	return true;
 }
 
 static bool
 rp_is_noscript(const RpReply *r)
 {
-	return r->integer == -1 && r->type == RP_REPLY_STRING &&
-		strncmp(r->str, "NOSCRIPT", 8) == 0;
+	return r->type == RP_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-static void
+static bool
 rp_append_script(const char *verb, const char *body, int nkeys,
 				 const RpArg *keys, int nargs, const RpArg *argv)
 {
@@ -1181,6 +1236,7 @@ rp_append_script(const char *verb, const char *body, int nkeys,
 	size_t	   *al = palloc(sizeof(size_t) * argc);
 	char		nk[16];
 	int			n = 0;
+	bool		ok;
 
 	if (strcmp(verb, "EVAL") == 0)
 		rp_stats_conn_event(RP_EVENT_NOSCRIPT);	/* only sent after NOSCRIPT */
@@ -1201,29 +1257,23 @@ rp_append_script(const char *verb, const char *body, int nkeys,
 		av[n] = argv[i].data;
 		al[n++] = argv[i].len;
 	}
-	if (redisAppendCommandArgv(rp_ctx, argc, av, al) != REDIS_OK)
-	{
-		rp_conn_drop();
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory while building a Redis command")));
-	}
+	ok = rp_append(argc, av, al);
 	pfree(av);
 	pfree(al);
+	return ok;
 }
 
 /* Make node i current and connected (AUTH, no SELECT: Cluster has db 0). */
-static void
+static bool
 rp_cluster_connect_node(int i, TimestampTz deadline)
 {
 	rp_use_node(i);
 	if (rp_ctx != NULL && rp_conn_is_stale())
 		rp_conn_drop();
 	if (rp_ctx == NULL)
-	{
-		rp_open(rp_nodes[i].host, rp_nodes[i].port, NULL, deadline);
-		rp_handshake(deadline, false);
-	}
+		return rp_open(rp_nodes[i].host, rp_nodes[i].port, NULL, deadline) &&
+			rp_handshake(deadline, false);
+	return true;
 }
 
 /* Fill the slot map from a CLUSTER SLOTS reply got from node asked. */
@@ -1254,6 +1304,8 @@ rp_cluster_parse_slots(const RpReply *r, int asked)
 		/* An empty host means "the address you reached me at". */
 		host = m->elem[0]->len > 0 ? m->elem[0]->str : rp_nodes[asked].host;
 		n = rp_node_find_or_add(host, (int) m->elem[1]->integer);
+		if (n < 0)
+			continue;
 		for (long long s = Max(e->elem[0]->integer, 0);
 			 s <= Min(e->elem[1]->integer, RP_CLUSTER_SLOTS - 1); s++)
 		{
@@ -1268,35 +1320,25 @@ rp_cluster_parse_slots(const RpReply *r, int asked)
 static bool
 rp_cluster_try_slots(int i, TimestampTz deadline, StringInfo why)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	volatile bool loaded = false;
+	const char *argv[2] = {"CLUSTER", "SLOTS"};
 	char	   *who = psprintf("node %s:%d", rp_nodes[i].host, rp_nodes[i].port);
+	RpReply    *r;
 
-	PG_TRY();
+	if (!rp_cluster_connect_node(i, deadline) ||
+		!rp_append(2, argv, NULL) ||
+		!rp_exchange(1, deadline, &r))
 	{
-		const char *argv[2] = {"CLUSTER", "SLOTS"};
-		RpReply    *r;
-
-		rp_cluster_connect_node(i, deadline);
-		if (redisAppendCommandArgv(rp_ctx, 2, argv, NULL) != REDIS_OK)
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of memory while building a Redis command")));
-		rp_exchange(1, deadline, &r, false);
-		if (r->type == RP_REPLY_STRING && r->integer == -1)
-			appendStringInfo(why, "%s%s said: %s", why->len ? "; " : "", who, r->str);
-		else if (rp_cluster_parse_slots(r, i))
-			loaded = true;
-		else
-			appendStringInfo(why, "%s%s: no slots in its CLUSTER SLOTS reply",
-							 why->len ? "; " : "", who);
+		rp_note_failure(why, who);
+		return false;
 	}
-	PG_CATCH();
-	{
-		rp_absorb_connection_error(cxt, why, who);
-	}
-	PG_END_TRY();
-	return loaded;
+	if (r->type == RP_REPLY_ERROR)
+		appendStringInfo(why, "%s%s said: %s", why->len ? "; " : "", who, r->str);
+	else if (rp_cluster_parse_slots(r, i))
+		return true;
+	else
+		appendStringInfo(why, "%s%s: no slots in its CLUSTER SLOTS reply",
+						 why->len ? "; " : "", who);
+	return false;
 }
 
 /*
@@ -1304,7 +1346,7 @@ rp_cluster_try_slots(int i, TimestampTz deadline, StringInfo why)
  * cluster will do), then every node known from an earlier map.  The node
  * that answered stays current.
  */
-static void
+static bool
 rp_cluster_load_slots(void)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
@@ -1315,6 +1357,8 @@ rp_cluster_load_slots(void)
 
 	initStringInfo(&why);
 	rp_slots_valid = false;
+	if (seed < 0)
+		return false;
 	for (int k = -1; k < n; k++)
 	{
 		int			i = (k < 0) ? seed : k;
@@ -1324,13 +1368,13 @@ rp_cluster_load_slots(void)
 		if (rp_cluster_try_slots(i, deadline, &why))
 		{
 			rp_slots_valid = true;
-			return;
+			return true;
 		}
 	}
-	ereport(ERROR,
-			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-			 errmsg("could not read the Redis Cluster slot map"),
-			 errdetail("%s.", why.data)));
+	return rp_set_failure(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							 "could not read the Redis Cluster slot map",
+							 psprintf("%s.", why.data),
+							 NULL);
 }
 
 /* "MOVED 3999 127.0.0.1:6381" or "ASK ...": the node to go to, or -1. */
@@ -1374,9 +1418,9 @@ rp_cluster_redirect(const char *msg, int *slot)
  * again after a short pause (5 ms doubling to 50 ms, interruptible), until
  * the command's own timeout is spent.
  */
-static RpReply *
+static bool
 rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
-				int nargs, const RpArg *argv, int timeout_ms)
+				int nargs, const RpArg *argv, int timeout_ms, RpReply **out)
 {
 	int			slot = nkeys > 0 ? rp_key_slot(keys[0].data, keys[0].len) : 0;
 	int			node;
@@ -1388,14 +1432,16 @@ rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
 	long		pause = 5;
 	int			redirects = 0;
 
-	if (!rp_slots_valid || rp_slot_node[slot] < 0)
-		rp_cluster_load_slots();
+	if ((!rp_slots_valid || rp_slot_node[slot] < 0) && !rp_cluster_load_slots())
+		return false;
 	node = rp_slot_node[slot];
 	if (node < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_CANNOT_CONNECT_NOW),
-				 errmsg("no Redis Cluster node serves hash slot %d", slot),
-				 errhint("The cluster is being reconfigured or has lost a master.")));
+	{
+		return rp_set_failure(ERRCODE_CANNOT_CONNECT_NOW,
+								 psprintf("no Redis Cluster node serves hash slot %d", slot),
+								 NULL,
+								 "The cluster is being reconfigured or has lost a master.");
+	}
 
 	for (;;)
 	{
@@ -1403,9 +1449,10 @@ rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
 		int			to;
 		int			s;
 
-		rp_cluster_connect_node(node,
-								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-															rp_connect_budget_ms()));
+		if (!rp_cluster_connect_node(node,
+									 TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+																 rp_connect_budget_ms())))
+			return false;
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 		for (int pass = 0; pass < 2; pass++)
 		{
@@ -1415,21 +1462,27 @@ rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
 			{
 				const char *av[1] = {"ASKING"};
 
-				redisAppendCommandArgv(rp_ctx, 1, av, NULL);
+				if (!rp_append(1, av, NULL))
+					return false;
 				n++;
 			}
 			/* Flushed or restarted: EVAL runs it and caches it again. */
-			rp_append_script(pass ? "EVAL" : "EVALSHA",
-							 pass ? script->text : script->sha1,
-							 nkeys, keys, nargs, argv);
+			if (!rp_append_script(pass ? "EVAL" : "EVALSHA",
+								  pass ? script->text : script->sha1,
+								  nkeys, keys, nargs, argv))
+				return false;
 			n++;
-			rp_exchange(n, deadline, replies, false);
+			if (!rp_exchange(n, deadline, replies))
+				return false;
 			reply = replies[n - 1];
 			if (!rp_is_noscript(reply))
 				break;
 		}
-		if (!(reply->integer == -1 && reply->type == RP_REPLY_STRING))
-			return reply;
+		if (reply->type != RP_REPLY_ERROR)
+		{
+			*out = reply;
+			return true;
+		}
 		if (redirects < RP_MAX_REDIRECTS &&
 			(strncmp(reply->str, "MOVED ", 6) == 0 ||
 			 strncmp(reply->str, "ASK ", 4) == 0) &&
@@ -1458,82 +1511,96 @@ rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
 			node = rp_slot_node[slot] >= 0 ? rp_slot_node[slot] : node;
 			continue;
 		}
-		rp_raise_redis_error(reply->str);
+		return rp_fail_reply(reply->str);
 	}
 }
 
-static RpReply *
-rp_eval_internal(const RpScript *script, int nkeys, const RpArg *keys,
-				 int nargs, const RpArg *argv, int timeout_ms)
+/* ------------------------------------------------------------------------
+ * The core and its two faces.
+ * ------------------------------------------------------------------------
+ */
+
+bool
+rp_eval_try(const RpScript *script, int nkeys, const RpArg *keys,
+			int nargs, const RpArg *argv, int timeout_ms, RpReply **out,
+			RpStatus *st)
 {
 	TimestampTz deadline;
 	RpReply    *reply;
+	bool		ok;
 
-	rp_check_config();
-	if (rp_cluster)
-		return rp_eval_cluster(script, nkeys, keys, nargs, argv, timeout_ms);
-	rp_ensure_connected();
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
-	rp_append_script("EVALSHA", script->sha1, nkeys, keys, nargs, argv);
-	rp_exchange(1, deadline, &reply, false);
-	if (rp_is_noscript(reply))
+	memset(&rp_failure, 0, sizeof(rp_failure));
+	*out = NULL;
+	if (!rp_check_config())
+		ok = false;
+	else if (rp_cluster)
+		ok = rp_eval_cluster(script, nkeys, keys, nargs, argv, timeout_ms, out);
+	else if (!rp_ensure_connected())
+		ok = false;
+	else
 	{
-		/* Flushed or restarted: EVAL runs it and caches it again. */
-		rp_append_script("EVAL", script->text, nkeys, keys, nargs, argv);
-		rp_exchange(1, deadline, &reply, false);
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+		ok = rp_append_script("EVALSHA", script->sha1, nkeys, keys, nargs, argv) &&
+			rp_exchange(1, deadline, &reply);
+		if (ok && rp_is_noscript(reply))
+		{
+			/* Flushed or restarted: EVAL runs it and caches it again. */
+			ok = rp_append_script("EVAL", script->text, nkeys, keys, nargs, argv) &&
+				rp_exchange(1, deadline, &reply);
+		}
+		if (ok && reply->type == RP_REPLY_ERROR)
+			ok = rp_fail_reply(reply->str);
+		if (ok)
+			*out = reply;
 	}
-	if (reply->integer == -1 && reply->type == RP_REPLY_STRING)
-		rp_raise_redis_error(reply->str);
-	return reply;
+	*st = rp_failure;
+	return ok;
+}
+
+void
+rp_status_raise(const RpStatus *st)
+{
+	ereport(ERROR,
+			(errcode(st->sqlstate ? st->sqlstate : ERRCODE_INTERNAL_ERROR),
+			 errmsg("%s", st->message ? st->message : "Redis call failed"),
+			 st->detail ? errdetail_internal("%s", st->detail) : 0,
+			 st->hint ? errhint("%s", st->hint) : 0));
 }
 
 RpReply *
 rp_eval(const RpScript *script, int nkeys, const RpArg *keys,
 		int nargs, const RpArg *argv)
 {
-	return rp_eval_internal(script, nkeys, keys, nargs, argv,
-							rp_command_timeout_ms);
+	RpReply    *reply;
+	RpStatus	st;
+
+	if (!rp_eval_try(script, nkeys, keys, nargs, argv, rp_command_timeout_ms,
+					 &reply, &st))
+		rp_status_raise(&st);
+	return reply;
 }
 
 RpReply *
 rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 			  int nargs, const RpArg *argv, int timeout_ms, char **errmsg_out)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	RpReply    *volatile reply = NULL;
-	uint32		holdoff;
-	uint32		cancel_holdoff = QueryCancelHoldoffCount;
+	RpReply    *reply;
+	RpStatus	st;
 	int			saved_cap = rp_connect_cap_ms;
+	bool		ok;
 
 	*errmsg_out = NULL;
 	HOLD_INTERRUPTS();
-	holdoff = InterruptHoldoffCount;
 	rp_connect_cap_ms = timeout_ms;
-	PG_TRY();
-	{
-		reply = rp_eval_internal(script, nkeys, keys, nargs, argv, timeout_ms);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		/* errfinish() zeroed the holdoff counts: put ours back. */
-		InterruptHoldoffCount = holdoff;
-		QueryCancelHoldoffCount = cancel_holdoff;
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		rp_stats_quiet_error(edata->sqlerrcode);
-		*errmsg_out = edata->detail ?
-			psprintf("%s: %s", edata->message, edata->detail) :
-			pstrdup(edata->message);
-		FreeErrorData(edata);
-		reply = NULL;
-	}
-	PG_END_TRY();
+	ok = rp_eval_try(script, nkeys, keys, nargs, argv, timeout_ms, &reply, &st);
 	rp_connect_cap_ms = saved_cap;
 	RESUME_INTERRUPTS();
-	return reply;
+	if (ok)
+		return reply;
+	rp_stats_quiet_error(st.sqlstate);
+	*errmsg_out = st.detail ? psprintf("%s: %s", st.message, st.detail)
+		: pstrdup(st.message ? st.message : "Redis call failed");
+	return NULL;
 }
 
 RpReply *
@@ -1543,21 +1610,19 @@ rp_command(int argc, const RpArg *argv)
 	size_t	   *al = palloc(sizeof(size_t) * argc);
 	RpReply    *reply;
 
-	rp_ensure_connected();
+	memset(&rp_failure, 0, sizeof(rp_failure));
 	for (int i = 0; i < argc; i++)
 	{
 		av[i] = argv[i].data;
 		al[i] = argv[i].len;
 	}
-	if (redisAppendCommandArgv(rp_ctx, argc, av, al) != REDIS_OK)
-	{
-		rp_conn_drop();
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
-						errmsg("out of memory while building a Redis command")));
-	}
-	rp_exchange(1, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-											   rp_command_timeout_ms),
-				&reply, true);
+	if (!rp_ensure_connected() ||
+		!rp_append(argc, av, al) ||
+		!rp_exchange(1, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													rp_command_timeout_ms),
+					 &reply) ||
+		(reply->type == RP_REPLY_ERROR && !rp_fail_reply(reply->str)))
+		rp_status_raise(&rp_failure);
 	return reply;
 }
 
@@ -1570,7 +1635,8 @@ rp_conn_ping(int64 *rtt_us, char **version)
 	RpReply    *r;
 	char	   *p;
 
-	rp_ensure_connected();
+	if (!rp_ensure_connected())
+		rp_status_raise(&rp_failure);
 	start = GetCurrentTimestamp();
 	(void) rp_command(1, ping);
 	*rtt_us = GetCurrentTimestamp() - start;
@@ -1599,21 +1665,30 @@ rp_arg_int(int64 v)
 }
 
 RpArg
-rp_key(const char *name, size_t namelen, const char *suffix)
+rp_key_with_prefix(const char *prefix, const char *name, size_t namelen,
+				   const char *suffix)
 {
-	size_t		plen = strlen(rp_key_prefix);
+	size_t		plen = strlen(prefix);
 	size_t		slen = strlen(suffix);
-	size_t		len = plen + 1 + namelen + 2 + slen;
+	/* A name starting with '}' would give an empty hash tag: see conn.h. */
+	bool		tagless = (namelen > 0 && name[0] == '}');
+	size_t		len = plen + (tagless ? 3 : 1) + namelen + (tagless ? 1 : 2) + slen;
 	char	   *k = palloc(len + 1);
 	char	   *p = k;
 	RpArg		a;
 
-	memcpy(p, rp_key_prefix, plen);
+	memcpy(p, prefix, plen);
 	p += plen;
 	*p++ = '{';
+	if (tagless)
+	{
+		*p++ = '\0';
+		*p++ = '}';
+	}
 	memcpy(p, name, namelen);
 	p += namelen;
-	*p++ = '}';
+	if (!tagless)
+		*p++ = '}';
 	*p++ = ':';
 	memcpy(p, suffix, slen);
 	p += slen;
@@ -1621,6 +1696,12 @@ rp_key(const char *name, size_t namelen, const char *suffix)
 	a.data = k;
 	a.len = len;
 	return a;
+}
+
+RpArg
+rp_key(const char *name, size_t namelen, const char *suffix)
+{
+	return rp_key_with_prefix(rp_key_prefix, name, namelen, suffix);
 }
 
 int64
@@ -1635,4 +1716,49 @@ bool
 rp_reply_is_nil(const RpReply *r)
 {
 	return r == NULL || r->type == RP_REPLY_NIL;
+}
+
+/*
+ * Order n keys so that keys of one Redis Cluster hash slot are adjacent:
+ * fills order[] (a permutation of 0..n-1) and returns the number of groups;
+ * group g is order[start[g] .. start[g + 1] - 1].  A script runs on one
+ * node, so a many-key script (release, verify) is sent once per group.
+ * Outside Cluster mode everything is one group: one round trip.
+ */
+int
+rp_slot_groups(int n, const RpArg *keys, int *order, int *start)
+{
+	int		   *slot;
+	int			ngroups = 0;
+
+	for (int i = 0; i < n; i++)
+		order[i] = i;
+	if (!rp_cluster_mode())
+	{
+		start[0] = 0;
+		start[1] = n;
+		return 1;
+	}
+	slot = palloc(sizeof(int) * n);
+	for (int i = 0; i < n; i++)
+		slot[i] = rp_key_slot(keys[i].data, keys[i].len);
+	/* Insertion sort by slot, stable: a session holds a handful of leases. */
+	for (int i = 1; i < n; i++)
+	{
+		int			v = order[i];
+		int			j = i - 1;
+
+		while (j >= 0 && slot[order[j]] > slot[v])
+		{
+			order[j + 1] = order[j];
+			j--;
+		}
+		order[j + 1] = v;
+	}
+	for (int i = 0; i < n; i++)
+		if (i == 0 || slot[order[i]] != slot[order[i - 1]])
+			start[ngroups++] = i;
+	start[ngroups] = n;
+	pfree(slot);
+	return ngroups;
 }

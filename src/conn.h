@@ -5,7 +5,9 @@
  *
  * Nothing but conn.c touches hiredis.  Callers run a Lua script and get back
  * an RpReply: a copy of Redis' answer in palloc'd memory, so no hiredis object
- * is ever alive when the caller ereports.  Every wait inside is a latch wait
+ * is ever alive when the caller ereports.  The exchange is a core that
+ * returns a status (rp_eval_try) with two thin faces: the SQL face raises
+ * (rp_eval), the cleanup face warns (rp_eval_quiet).  Every wait inside is a latch wait
  * against a deadline; an interrupted or timed-out exchange drops the
  * connection, so a late reply can never be read as the answer to the next
  * command.
@@ -30,10 +32,10 @@ typedef enum RpReplyType
 	RP_REPLY_NIL,
 	RP_REPLY_INTEGER,
 	RP_REPLY_STRING,			/* bulk or status string */
-	RP_REPLY_ARRAY
+	RP_REPLY_ARRAY,
+	RP_REPLY_ERROR				/* a Redis error reply; str holds its text */
 } RpReplyType;
 
-/* Redis error replies never reach callers: they become ereport(ERROR). */
 typedef struct RpReply
 {
 	RpReplyType type;
@@ -51,6 +53,22 @@ typedef struct RpArg
 	size_t		len;
 } RpArg;
 
+/*
+ * Why an exchange failed, as the core reports it.  The SQL face turns it into
+ * an ERROR (rp_status_raise), the cleanup face into a WARNING's detail.
+ * message is ours (translatable); detail may quote Redis and is internal.
+ */
+typedef struct RpStatus
+{
+	int			sqlstate;		/* 0: no failure */
+	const char *message;
+	const char *detail;
+	const char *hint;
+	bool		sent;			/* the command may have reached Redis */
+	bool		answered;		/* Redis replied (with an error): its fate is known */
+	bool		timed_out;		/* Redis did not answer in time (hung?) */
+} RpStatus;
+
 /* Settings defined in conn.c, read by the primitives. */
 extern char *rp_key_prefix;
 extern int	rp_command_timeout_ms;
@@ -58,26 +76,35 @@ extern int	rp_command_timeout_ms;
 extern void rp_conn_init(void);
 
 /*
- * Run one script.  keys/argv are arrays of nkeys/nargs RpArg.  Returns a
- * palloc'd reply in CurrentMemoryContext; ereports on any failure (08001
- * cannot connect, 08006 lost or timed out, a mapped SQLSTATE for a Redis
- * error reply).  NOSCRIPT is handled here: the script is loaded and the call
- * retried once.
+ * The core: run one script with a deadline of timeout_ms.  Returns true with
+ * a palloc'd reply (never RP_REPLY_ERROR), or false with *st filled in.  It
+ * never ereports for anything Redis or the network does; cancel,
+ * statement_timeout and FATAL interrupts are thrown by CHECK_FOR_INTERRUPTS
+ * while no hiredis object is held, and leave the connection marked out of
+ * step so the next call drops it.  NOSCRIPT, MOVED, ASK and TRYAGAIN are
+ * handled here.
  */
+extern bool rp_eval_try(const RpScript *script,
+						int nkeys, const RpArg *keys,
+						int nargs, const RpArg *argv,
+						int timeout_ms, RpReply **reply, RpStatus *st);
+
+/* The SQL face: rp_eval_try with command_timeout, raising on failure. */
 extern RpReply *rp_eval(const RpScript *script,
 						int nkeys, const RpArg *keys,
 						int nargs, const RpArg *argv);
+extern void rp_status_raise(const RpStatus *st) pg_attribute_noreturn();
 
 /*
- * Run a plain command (argv[0] is the command name).  For diagnostics such as
- * PING or INFO; primitives use rp_eval.
+ * Run a plain command (argv[0] is the command name), SQL face.  For
+ * diagnostics such as PING or INFO, and WAIT.
  */
 extern RpReply *rp_command(int argc, const RpArg *argv);
 
 /*
- * For cleanup paths (transaction end, backend exit): run a script with an
- * overall deadline of timeout_ms, never ereport(ERROR).  Returns NULL and
- * fills *errmsg_out (palloc'd) when the call failed.
+ * The cleanup face (transaction end, backend exit, the background worker):
+ * interrupts held, connect capped at timeout_ms, never ereports.  Returns
+ * NULL and fills *errmsg_out (palloc'd) when the call failed.
  */
 extern RpReply *rp_eval_quiet(const RpScript *script,
 							  int nkeys, const RpArg *keys,
@@ -90,10 +117,11 @@ extern void rp_conn_reset(void);
 /*
  * Redis Cluster.  A script runs on one node, so all its keys must hash to
  * one slot; callers with keys of many names (releasing every lease) group
- * them by rp_key_slot when rp_cluster_mode() is on.
+ * them with rp_slot_groups.
  */
 extern bool rp_cluster_mode(void);
 extern int	rp_key_slot(const char *key, size_t len);
+extern int	rp_slot_groups(int n, const RpArg *keys, int *order, int *start);
 
 /* Round trip of PING in microseconds, and the server's redis_version. */
 extern void rp_conn_ping(int64 *rtt_us, char **version);
@@ -109,8 +137,15 @@ rp_arg_str(const char *s)
 
 extern RpArg rp_arg_int(int64 v);	/* palloc'd decimal text */
 
-/* "<prefix>{<name>}:<suffix>", palloc'd; len in *len. */
+/*
+ * "<prefix>{<name>}:<suffix>", palloc'd, with the current key_prefix, or
+ * with the prefix given.  A name whose hash tag would be empty (it starts
+ * with '}') gets the tag "{\0}" instead, which no other name can produce
+ * (text never contains NUL), so every key of one name shares a slot.
+ */
 extern RpArg rp_key(const char *name, size_t namelen, const char *suffix);
+extern RpArg rp_key_with_prefix(const char *prefix, const char *name,
+								size_t namelen, const char *suffix);
 
 /* Reply accessors that ereport (XX000) on an unexpected shape. */
 extern int64 rp_reply_int(const RpReply *r, const char *what);

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * election.c
- *		Leader election: the settings, and the SQL functions rp_campaign,
+ *		Leader election: the SQL functions rp_campaign,
  *		rp_resign, rp_is_leader(name, node_id), rp_leader (each one Lua
  *		script, one round trip), rp_is_leader(name) and rp_elections (which
  *		read the background elector's shared memory, no round trip).
@@ -25,8 +25,6 @@
  */
 #include "postgres.h"
 
-#include <limits.h>
-
 #include "access/htup_details.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -35,76 +33,17 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "args.h"
 #include "conn.h"
 #include "elector.h"
-#include "lock.h"
 #include "redis_primitives.h"
 #include "rp_scripts.h"
 #include "stats.h"
 
-/* Settings.  All PGC_SUSET; the elector reads them at start and on SIGHUP. */
-char	   *rp_node_id = NULL;
-char	   *rp_elections = NULL;
-int			rp_election_lease_ms = 10000;
-int			rp_election_renew_ms = 3000;
-int			rp_election_margin_ms = 1000;
-
-static bool
-rp_check_elections(char **newval, void **extra, GucSource source)
-{
-	List	   *names;
-	char	   *why;
-
-	if (!rp_elector_parse_list(*newval, &names, &why))
-	{
-		GUC_check_errdetail("%s", why);
-		return false;
-	}
-	list_free_deep(names);
-	return true;
-}
-
-static bool
-rp_check_node_id(char **newval, void **extra, GucSource source)
-{
-	if (*newval && strlen(*newval) >= RP_NODE_ID_MAX)
-	{
-		GUC_check_errdetail("redis_primitives.node_id is limited to %d bytes.",
-							RP_NODE_ID_MAX - 1);
-		return false;
-	}
-	return true;
-}
-
 void
 rp_election_init(void)
 {
-	DefineCustomStringVariable("redis_primitives.node_id",
-							   "Name under which this server's background elector campaigns.",
-							   "Empty means cluster_name when it is set, else \"<host name>:<port>\".  Every server must use a different one.",
-							   &rp_node_id, "", PGC_SUSET, 0,
-							   rp_check_node_id, NULL, NULL);
-	DefineCustomStringVariable("redis_primitives.elections",
-							   "Comma-separated names of the elections the background elector campaigns for.",
-							   "Needs redis_primitives in shared_preload_libraries; takes effect on reload.",
-							   &rp_elections, "", PGC_SUSET, GUC_LIST_INPUT,
-							   rp_check_elections, NULL, NULL);
-	DefineCustomIntVariable("redis_primitives.election_lease",
-							"Lease the background elector takes or renews in Redis.",
-							"Another node can take over this long after the last renewal reached Redis.",
-							&rp_election_lease_ms, 10000, 10, INT_MAX,
-							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
-	DefineCustomIntVariable("redis_primitives.election_renew",
-							"Interval between two campaigns (renewals) of the background elector.",
-							"Keep it well under election_lease minus election_margin, about a third of the lease.",
-							&rp_election_renew_ms, 3000, 1, INT_MAX,
-							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
-	DefineCustomIntVariable("redis_primitives.election_margin",
-							"Time by which this server stops believing it leads before its lease can expire in Redis.",
-							"rp_is_leader(name) is true until (time the renewal was sent) + election_lease - election_margin.  The margin absorbs clock rate differences between this machine and Redis and the time a reader takes to act.",
-							&rp_election_margin_ms, 1000, 0, INT_MAX,
-							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
-
+	/* The elector defines its own settings, beside the worker that reads them. */
 	rp_elector_init();
 }
 

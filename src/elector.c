@@ -54,12 +54,15 @@
 
 #include "conn.h"
 #include "elector.h"
+#include "orphans.h"
 #include "rp_scripts.h"
 #include "stats.h"
 
 /* How long a resignation may take at shutdown or on a reload. */
 #define RP_RESIGN_TIMEOUT_MS	500
 
+/* How often orphaned leases are tried again while Redis does not answer. */
+#define RP_ORPHAN_RETRY_MS		250
 /* Longest server-wide key_prefix published for elections' keys. */
 #define RP_PREFIX_MAX			256
 /* Elections whose highest epoch seen is remembered (some may have left). */
@@ -87,6 +90,74 @@ static RpElectorShared *rp_shared = NULL;
 
 static shmem_request_hook_type rp_prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type rp_prev_shmem_startup_hook = NULL;
+
+/* ------------------------------------------------------------------------
+ * Settings.  PGC_SIGHUP: only the elector reads them, at start and on a
+ * reload; a session SET would be accepted and do nothing.
+ * ------------------------------------------------------------------------
+ */
+char	   *rp_node_id = NULL;
+char	   *rp_election_list = NULL;
+int			rp_election_lease_ms = 10000;
+int			rp_election_renew_ms = 3000;
+int			rp_election_margin_ms = 1000;
+
+static bool
+rp_check_elections(char **newval, void **extra, GucSource source)
+{
+	List	   *names;
+	char	   *why;
+
+	if (!rp_elector_parse_list(*newval, &names, &why))
+	{
+		GUC_check_errdetail("%s", why);
+		return false;
+	}
+	list_free_deep(names);
+	return true;
+}
+
+static bool
+rp_check_node_id(char **newval, void **extra, GucSource source)
+{
+	if (*newval && strlen(*newval) >= RP_NODE_ID_MAX)
+	{
+		GUC_check_errdetail("redis_primitives.node_id is limited to %d bytes.",
+							RP_NODE_ID_MAX - 1);
+		return false;
+	}
+	return true;
+}
+
+static void
+rp_elector_define_settings(void)
+{
+	DefineCustomStringVariable("redis_primitives.node_id",
+							   "Name under which this server's background elector campaigns.",
+							   "Empty means cluster_name when it is set, else \"<host name>:<port>\".  Every server must use a different one.",
+							   &rp_node_id, "", PGC_SIGHUP, 0,
+							   rp_check_node_id, NULL, NULL);
+	DefineCustomStringVariable("redis_primitives.elections",
+							   "Comma-separated names of the elections the background elector campaigns for.",
+							   "Needs redis_primitives in shared_preload_libraries; takes effect on reload.",
+							   &rp_election_list, "", PGC_SIGHUP, GUC_LIST_INPUT,
+							   rp_check_elections, NULL, NULL);
+	DefineCustomIntVariable("redis_primitives.election_lease",
+							"Lease the background elector takes or renews in Redis.",
+							"Another node can take over this long after the last renewal reached Redis.",
+							&rp_election_lease_ms, 10000, 10, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("redis_primitives.election_renew",
+							"Interval between two campaigns (renewals) of the background elector.",
+							"Keep it well under election_lease minus election_margin, about a third of the lease.",
+							&rp_election_renew_ms, 3000, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("redis_primitives.election_margin",
+							"Time by which this server stops believing it leads before its lease can expire in Redis.",
+							"rp_is_leader(name) is true until (time the renewal was sent) + election_lease - election_margin.  The margin absorbs clock rate differences between this machine and Redis and the time a reader takes to act.",
+							&rp_election_margin_ms, 1000, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+}
 
 /* ------------------------------------------------------------------------
  * Clock, list parsing.
@@ -225,6 +296,7 @@ rp_elector_init(void)
 {
 	BackgroundWorker worker;
 
+	rp_elector_define_settings();
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
@@ -286,8 +358,6 @@ rp_election_key(const char *name, size_t namelen, const char *suffix)
 {
 	char		prefix[RP_PREFIX_MAX];
 	bool		ok = false;
-	StringInfoData k;
-	RpArg		a;
 
 	if (rp_shared != NULL)
 	{
@@ -298,13 +368,8 @@ rp_election_key(const char *name, size_t namelen, const char *suffix)
 	}
 	if (!ok)
 		return rp_key(name, namelen, suffix);
-	initStringInfo(&k);
-	appendStringInfo(&k, "%s{", prefix);
-	appendBinaryStringInfo(&k, name, namelen);
-	appendStringInfo(&k, "}:%s", suffix);
-	a.data = k.data;
-	a.len = k.len;
-	return a;
+	/* The same shape as every other key (a name starting with '}' too). */
+	return rp_key_with_prefix(prefix, name, namelen, suffix);
 }
 
 static RpEpochSeen *
@@ -386,6 +451,12 @@ rp_elector_snapshot(RpElectionState *out)
 static RpElectionState rp_mine[RP_MAX_ELECTIONS];
 static int	rp_nmine = 0;
 static char rp_my_node[RP_NODE_ID_MAX];
+
+/*
+ * The key_prefix the elections were campaigned under: a reload that changes
+ * it resigns them there before campaigning under the new one.
+ */
+static char *rp_my_prefix = NULL;
 
 static void
 rp_publish(void)
@@ -485,7 +556,7 @@ rp_owner(RpElectionState *s)
 
 /* Resign one held election in Redis; quiet, bounded, never throws. */
 static void
-rp_resign(RpElectionState *s, const char *reason)
+rp_elector_resign(RpElectionState *s, const char *reason)
 {
 	RpArg		keys[2];
 	RpArg		argv[3];
@@ -494,8 +565,11 @@ rp_resign(RpElectionState *s, const char *reason)
 
 	if (!s->leading)
 		return;
-	keys[0] = rp_election_key(s->name, strlen(s->name), "leader");
-	keys[1] = rp_election_key(s->name, strlen(s->name), "lock");
+	/* Under the prefix it was campaigned under (a reload may have changed it). */
+	keys[0] = rp_key_with_prefix(rp_my_prefix ? rp_my_prefix : rp_key_prefix,
+								 s->name, strlen(s->name), "leader");
+	keys[1] = rp_key_with_prefix(rp_my_prefix ? rp_my_prefix : rp_key_prefix,
+								 s->name, strlen(s->name), "lock");
 	argv[0] = rp_arg_str(s->node_id);
 	argv[1] = rp_arg_int(s->epoch);
 	argv[2] = rp_arg_str(rp_owner(s));
@@ -528,7 +602,7 @@ rp_load_list(void)
 	int			nnext = 0;
 	ListCell   *lc;
 
-	if (!rp_elector_parse_list(rp_elections, &names, &why))
+	if (!rp_elector_parse_list(rp_election_list, &names, &why))
 	{
 		/* The check hook makes this unreachable; keep running what we have. */
 		ereport(WARNING,
@@ -539,8 +613,14 @@ rp_load_list(void)
 	rp_resolve_node_id(node);
 	if (strcmp(node, rp_my_node) != 0)
 		for (int i = 0; i < rp_nmine; i++)
-			rp_resign(&rp_mine[i], "redis_primitives.node_id changed");
+			rp_elector_resign(&rp_mine[i], "redis_primitives.node_id changed");
 	strlcpy(rp_my_node, node, RP_NODE_ID_MAX);
+	if (rp_my_prefix != NULL && strcmp(rp_my_prefix, rp_key_prefix) != 0)
+		for (int i = 0; i < rp_nmine; i++)
+			rp_elector_resign(&rp_mine[i], "redis_primitives.key_prefix changed");
+	if (rp_my_prefix != NULL)
+		pfree(rp_my_prefix);
+	rp_my_prefix = MemoryContextStrdup(TopMemoryContext, rp_key_prefix);
 
 	for (int i = 0; i < rp_nmine; i++)
 	{
@@ -550,7 +630,7 @@ rp_load_list(void)
 			if (strcmp(lfirst(lc), rp_mine[i].name) == 0)
 				keep = true;
 		if (!keep)
-			rp_resign(&rp_mine[i], "removed from redis_primitives.elections");
+			rp_elector_resign(&rp_mine[i], "removed from redis_primitives.elections");
 	}
 
 	foreach(lc, names)
@@ -756,6 +836,7 @@ rp_elector_main(Datum main_arg)
 	before_shmem_exit(rp_elector_exit, (Datum) 0);
 	rp_stats_set_default(RP_PRIM_ELECTOR_RENEW);
 
+	rp_orphans_set_worker();
 	rp_load_list();
 	next_us = rp_elector_clock_us();
 
@@ -763,6 +844,7 @@ rp_elector_main(Datum main_arg)
 	{
 		int64		now_us;
 		long		wait_ms;
+		bool		orphans_left;
 
 		if (ConfigReloadPending)
 		{
@@ -807,20 +889,28 @@ rp_elector_main(Datum main_arg)
 			now_us = rp_elector_clock_us();
 		}
 
+		/* Leases exiting backends could not release (orphans.c). */
+		orphans_left = rp_orphans_drain();
+		MemoryContextReset(loopcxt);
+
 		/*
 		 * With no elections, sleep until a reload.  Otherwise until the next
 		 * tick; a round that overran it (Redis slow to answer) is followed
-		 * by the next one at once.
+		 * by the next one at once.  Orphans left are tried again soon.
 		 */
 		wait_ms = (long) ((next_us - now_us + 999) / 1000);
+		if (rp_nmine == 0)
+			wait_ms = orphans_left ? RP_ORPHAN_RETRY_MS : -1;
+		else if (orphans_left)
+			wait_ms = Min(wait_ms, RP_ORPHAN_RETRY_MS);
 		if (rp_nmine == 0 || wait_ms > 0)
 		{
 			int			rc;
 
 			rc = WaitLatch(MyLatch,
 						   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
-						   (rp_nmine > 0 ? WL_TIMEOUT : 0),
-						   rp_nmine > 0 ? wait_ms : -1, PG_WAIT_EXTENSION);
+						   (wait_ms >= 0 ? WL_TIMEOUT : 0),
+						   wait_ms, PG_WAIT_EXTENSION);
 			if (rc & WL_LATCH_SET)
 				ResetLatch(MyLatch);
 		}
@@ -828,7 +918,7 @@ rp_elector_main(Datum main_arg)
 
 	/* Clean shutdown: hand over now rather than a lease later. */
 	for (int i = 0; i < rp_nmine; i++)
-		rp_resign(&rp_mine[i], "the server is shutting down");
+		rp_elector_resign(&rp_mine[i], "the server is shutting down");
 	rp_publish();
 	proc_exit(0);
 }

@@ -27,9 +27,9 @@
 #define RP_NODE_ID_MAX			128		/* bytes, including the NUL */
 #define RP_ELECTION_ERROR_MAX	256
 
-/* Settings, defined in election.c. */
+/* Settings, defined in elector.c (PGC_SIGHUP). */
 extern char *rp_node_id;
-extern char *rp_elections;
+extern char *rp_election_list;
 extern int	rp_election_lease_ms;
 extern int	rp_election_renew_ms;
 extern int	rp_election_margin_ms;
@@ -49,7 +49,7 @@ typedef struct RpElectionState
 	bool		standby;		/* the server is in recovery: not campaigning */
 } RpElectionState;
 
-/* Shared memory and the worker: only when preloaded.  Called by _PG_init. */
+/* Settings always; shared memory and the worker only when preloaded. */
 extern void rp_elector_init(void);
 
 /* Microseconds on a clock shared by every process of this machine. */

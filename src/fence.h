@@ -21,8 +21,7 @@
 #include "nodes/pg_list.h"
 #include "utils/rel.h"
 
-#define ERRCODE_RP_STALE_FENCE	MAKE_SQLSTATE('R', 'P', '0', '0', '1')
-#define ERRCODE_RP_NO_LEASE		MAKE_SQLSTATE('R', 'P', '0', '0', '4')
+#include "errcodes.h"
 
 /* redis_primitives.lease_margin, ms (fence.c) */
 extern int	rp_lease_margin_ms;

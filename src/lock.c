@@ -6,10 +6,13 @@
  *		with its transaction, subtransaction and backend-exit release.
  *
  * Before editing, know this: the registry is what the session *believes*;
- * Redis is the truth.  Cleanup paths (transaction end, backend exit) release
- * through rp_eval_quiet and never ereport(ERROR): a lease that cannot be
- * released expires by its TTL.  Only XACT_EVENT_PRE_COMMIT may throw, and it
- * does so on purpose (RP002) to abort a commit whose lease was lost.
+ * Redis is the truth.  A lease Redis may grant is recorded (as unsettled)
+ * *before* its acquire is sent, and forgotten only when the answer is
+ * definite; whatever is left when the transaction or the backend ends is
+ * released by compare-and-delete through the cleanup face (rp_eval_quiet),
+ * which never throws; what even that cannot release at backend exit is
+ * handed to the background worker (orphans.c).  Only XACT_EVENT_PRE_COMMIT
+ * may throw, on purpose (RP002), to abort a commit whose lease was lost.
  *
  *-------------------------------------------------------------------------
  */
@@ -19,22 +22,29 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "common/hashfn.h"
+#include "common/pg_prng.h"
+#include "executor/executor.h"
 #include "funcapi.h"
+#include "lib/ilist.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "port.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
-#include "common/pg_prng.h"
-#include "port.h"
 
 #include "conn.h"
+#include "errcodes.h"
 #include "lock.h"
+#include "orphans.h"
 #include "rp_scripts.h"
 #include "stats.h"
 
@@ -44,42 +54,309 @@ StaticAssertDecl(RP_TOKEN_LEN == RP_TOKEN_BYTES * 2, "a token is hex");
 /* How long backend exit and transaction end may spend releasing. */
 #define RP_CLEANUP_TIMEOUT_MS	500
 
-/* One lease the session believes it holds. */
+/* At most this many unsettled acquires are remembered; the oldest go first. */
+#define RP_MAX_UNSETTLED		256
+
+/*
+ * What a registry entry is a lease of (RpLeaseKind, lock.h): release and
+ * extend dispatch on it.  A lock's key is <prefix>{name}:lock; a semaphore
+ * permit's (semaphore.c) is a member of <prefix>{name}:sem.
+ */
+#define RP_KIND_SUFFIX(kind)	((kind) == RP_LEASE_PERMIT ? "sem" : "lock")
+
+/*
+ * The hash key of the registry: a name of any length and a kind (a session
+ * may hold a lock and a permit of one name).
+ */
+typedef struct RpNameKey
+{
+	const char *data;
+	size_t		len;
+	RpLeaseKind kind;
+} RpNameKey;
+
+/* One lease the session believes it holds, or may have been granted. */
 typedef struct RpLease
 {
-	char	   *name;			/* in TopMemoryContext */
+	RpNameKey	hkey;			/* must be first; hkey.data == name */
+	char	   *name;			/* in rp_lease_cxt */
 	size_t		namelen;
+	RpLeaseKind kind;
+	char	   *key;			/* the full key it was taken under */
+	size_t		keylen;
 	char		token[RP_TOKEN_LEN + 1];
 	int64		fence;
-	TimestampTz expires_at;
+	TimestampTz expires_at;		/* time the acquire was sent + ttl */
 	bool		xact;			/* released at top-level transaction end */
 	bool		verify;			/* checked at PRE_COMMIT (xact leases only) */
 	SubTransactionId subid;		/* subtransaction that took it (xact only) */
-	int			tries;			/* orphans only: answered release attempts */
-	RpLeaseKind kind;			/* a lock, or a semaphore permit (semaphore.c) */
+	uint64		seq;			/* order of acquisition, for rp_leases() */
+	int			tries;			/* unsettled only: answered release attempts */
+	dlist_node	node;			/* unsettled only */
 } RpLease;
 
-static List *rp_leases_held = NIL;	/* of RpLease *, in TopMemoryContext */
-
-static RpLease *rp_registry_add_kind(const char *name, size_t namelen,
-									 const char *token, int64 fence,
-									 TimestampTz expires_at, bool xact,
-									 bool verify, RpLeaseKind kind);
-static void rp_register_callbacks(void);
+static MemoryContext rp_lease_cxt = NULL;	/* every string of every entry */
+static HTAB *rp_held = NULL;	/* name -> RpLease, the granted leases */
+static int	rp_nxact = 0;		/* how many of them are xact leases */
+static int	rp_nverify = 0;		/* and of those, with verify_at_commit */
+static long rp_sweep_at = 64;	/* sweep expired entries past this many */
+static uint64 rp_seq = 0;
 
 /*
- * Acquires that failed after they may have been sent (a timeout, a cancel, a
- * lost connection).  Redis may still run such a command when it wakes,
- * taking a lease whose token only this backend knows: an orphan that would
- * block the name for its whole TTL.  They are released by compare-and-delete
- * at a transaction end once Redis has answered a lock call again (so a hung
- * Redis never slows a transaction down), and at backend exit.  An orphan is
- * forgotten when released, after two answered attempts, or past its TTL.
+ * Unsettled acquires: sent (or about to be), with no definite answer yet, or
+ * granted but not yet handed to the caller (the fence_replicas WAIT).  Redis
+ * may run such a command after we gave up on it, taking a lease whose token
+ * only this backend knows.  They are released by compare-and-delete at a
+ * transaction end (once Redis has answered since, so a hung Redis never
+ * slows a transaction down) and at backend exit; forgotten when released,
+ * after two answered attempts, or past their TTL.
  */
-static List *rp_orphans = NIL;		/* of RpLease *, in TopMemoryContext */
-static bool rp_redis_answered = false;	/* a lock call was answered since */
+static dlist_head rp_unsettled = DLIST_STATIC_INIT(rp_unsettled);
+static int	rp_nunsettled = 0;
+static bool rp_redis_answered = true;	/* no lock call has timed out since */
 
-/* rp_eval for this file: notes that Redis answers again. */
+/*
+ * A verify_at_commit lease that was lost and replaced by re-acquiring its
+ * name: the transaction still owes its check, which can only fail.
+ */
+static char *rp_lost_name = NULL;
+static int64 rp_lost_fence = 0;
+
+/* Settings: how many replicas must have a new fence token before it is used. */
+static int	rp_fence_replicas = 0;
+static int	rp_fence_replicas_timeout_ms = 500;
+static bool rp_callbacks_registered = false;
+
+static ExecutorEnd_hook_type rp_prev_executor_end = NULL;
+static ProcessUtility_hook_type rp_prev_process_utility = NULL;
+
+/* ------------------------------------------------------------------------
+ * The registry.
+ * ------------------------------------------------------------------------
+ */
+
+static uint32
+rp_name_hash(const void *key, Size keysize)
+{
+	const RpNameKey *k = key;
+
+	return hash_bytes((const unsigned char *) k->data, (int) k->len) ^ (uint32) k->kind;
+}
+
+static int
+rp_name_match(const void *key1, const void *key2, Size keysize)
+{
+	const RpNameKey *a = key1;
+	const RpNameKey *b = key2;
+
+	return !(a->kind == b->kind && a->len == b->len &&
+			 memcmp(a->data, b->data, a->len) == 0);
+}
+
+static void
+rp_registry_setup(void)
+{
+	HASHCTL		ctl;
+
+	if (rp_held != NULL)
+		return;
+	rp_lease_cxt = AllocSetContextCreate(TopMemoryContext,
+										 "redis_primitives leases",
+										 ALLOCSET_SMALL_SIZES);
+	ctl.keysize = sizeof(RpNameKey);
+	ctl.entrysize = sizeof(RpLease);
+	ctl.hash = rp_name_hash;
+	ctl.match = rp_name_match;
+	ctl.hcxt = rp_lease_cxt;
+	rp_held = hash_create("redis_primitives lease registry", 64, &ctl,
+						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+}
+
+/* Fill the fields of a lease; strings are copied into rp_lease_cxt. */
+static void
+rp_lease_fill(RpLease *l, const char *name, size_t namelen, RpLeaseKind kind,
+			  RpArg key, const char *token, TimestampTz expires_at)
+{
+	l->name = MemoryContextAlloc(rp_lease_cxt, namelen + 1);
+	memcpy(l->name, name, namelen);
+	l->name[namelen] = '\0';
+	l->namelen = namelen;
+	l->hkey.data = l->name;
+	l->hkey.len = namelen;
+	l->hkey.kind = kind;
+	l->kind = kind;
+	l->key = MemoryContextAlloc(rp_lease_cxt, key.len + 1);
+	memcpy(l->key, key.data, key.len);
+	l->key[key.len] = '\0';
+	l->keylen = key.len;
+	memcpy(l->token, token, RP_TOKEN_LEN + 1);
+	l->expires_at = expires_at;
+}
+
+static void
+rp_lease_free_strings(RpLease *l)
+{
+	pfree(l->name);
+	pfree(l->key);
+}
+
+static RpLease *
+rp_registry_find_kind(const char *name, size_t namelen, RpLeaseKind kind)
+{
+	RpNameKey	k = {name, namelen, kind};
+
+	if (rp_held == NULL)
+		return NULL;
+	return hash_search(rp_held, &k, HASH_FIND, NULL);
+}
+
+/* The session's lock (not permit) on name. */
+static RpLease *
+rp_registry_find(const char *name, size_t namelen)
+{
+	return rp_registry_find_kind(name, namelen, RP_LEASE_LOCK);
+}
+
+static void rp_registry_sweep(void);
+
+/*
+ * The one way into the registry: a granted lease, moved from the unsettled
+ * entry u (which is freed).  Any entry for the name must be gone already.
+ */
+static RpLease *
+rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
+{
+	RpLease    *l;
+	bool		found;
+
+	if (hash_get_num_entries(rp_held) >= rp_sweep_at)
+		rp_registry_sweep();
+	l = hash_search(rp_held, &u->hkey, HASH_ENTER, &found);
+	Assert(!found);
+	/* The unsettled entry's strings move over; its shell is freed. */
+	l->name = u->name;
+	l->namelen = u->namelen;
+	l->hkey.data = l->name;
+	l->hkey.len = l->namelen;
+	l->hkey.kind = u->kind;
+	l->kind = u->kind;
+	l->key = u->key;
+	l->keylen = u->keylen;
+	memcpy(l->token, u->token, RP_TOKEN_LEN + 1);
+	l->expires_at = u->expires_at;
+	l->fence = fence;
+	l->xact = xact;
+	l->verify = xact && verify;
+	l->subid = xact ? GetCurrentSubTransactionId() : InvalidSubTransactionId;
+	l->seq = ++rp_seq;
+	l->tries = 0;
+	dlist_delete(&u->node);
+	rp_nunsettled--;
+	pfree(u);
+	if (l->xact)
+		rp_nxact++;
+	if (l->verify)
+		rp_nverify++;
+	rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
+	return l;
+}
+
+/* The one way out of the registry. */
+static void
+rp_registry_remove(RpLease *l)
+{
+	RpNameKey	k = l->hkey;
+	char	   *name = l->name;
+	char	   *key = l->key;
+
+	if (l->xact)
+		rp_nxact--;
+	if (l->verify)
+		rp_nverify--;
+	rp_locks_unpublish(l);
+	/* The hash key points at the name: free it only once the entry is out. */
+	hash_search(rp_held, &k, HASH_REMOVE, NULL);
+	pfree(name);
+	pfree(key);
+}
+
+/*
+ * Drop the leases whose local deadline has passed: Redis has let them go (or
+ * is about to), so holding on to them only grows the backend.  A lease with
+ * verify_at_commit stays until its transaction ends: its check must fail.
+ * Called when the registry has doubled since the last sweep, so the cost
+ * per acquire is constant.
+ */
+static void
+rp_registry_sweep(void)
+{
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (rp_held == NULL)
+		return;
+	hash_seq_init(&seq, rp_held);
+	while ((l = hash_seq_search(&seq)) != NULL)
+		if (l->expires_at <= now && !l->verify)
+			rp_registry_remove(l);
+	rp_sweep_at = Max(64, 2 * hash_get_num_entries(rp_held));
+}
+
+/* Record an acquire about to be sent: unsettled until its answer is known. */
+static RpLease *
+rp_unsettled_add(const char *name, size_t namelen, RpLeaseKind kind, RpArg key,
+				 const char *token, TimestampTz expires_at)
+{
+	RpLease    *u = MemoryContextAllocZero(rp_lease_cxt, sizeof(RpLease));
+
+	rp_lease_fill(u, name, namelen, kind, key, token, expires_at);
+	if (rp_nunsettled >= RP_MAX_UNSETTLED)
+	{
+		RpLease    *old = dlist_container(RpLease, node,
+										  dlist_pop_head_node(&rp_unsettled));
+
+		rp_nunsettled--;
+		rp_lease_free_strings(old);
+		pfree(old);
+	}
+	dlist_push_tail(&rp_unsettled, &u->node);
+	rp_nunsettled++;
+	return u;
+}
+
+/* Its answer is known and nothing was granted: forget it. */
+static void
+rp_unsettled_forget(RpLease *u)
+{
+	dlist_delete(&u->node);
+	rp_nunsettled--;
+	rp_lease_free_strings(u);
+	pfree(u);
+}
+
+/*
+ * The lease (lock or permit) this session holds on name with the latest
+ * deadline, even one whose deadline has passed: the lock-bound guard
+ * (fence.c) tells "expired" from "none" and applies lease_margin itself.
+ */
+bool
+rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
+				TimestampTz *expires_at)
+{
+	RpLease    *l = rp_registry_find_kind(name, namelen, RP_LEASE_LOCK);
+	RpLease    *p = rp_registry_find_kind(name, namelen, RP_LEASE_PERMIT);
+
+	if (l == NULL || (p != NULL && p->expires_at > l->expires_at))
+		l = p;
+	if (l == NULL)
+		return false;
+	*fence = l->fence;
+	*expires_at = l->expires_at;
+	return true;
+}
+
+/* rp_eval for this file: a lock call answered means Redis answers again. */
 static RpReply *
 rp_lock_eval(const RpScript *script, int nkeys, const RpArg *keys,
 			 int nargs, const RpArg *argv)
@@ -90,373 +367,56 @@ rp_lock_eval(const RpScript *script, int nkeys, const RpArg *keys,
 	return r;
 }
 
-/* Settings: how many replicas must have a new fence token before it is used. */
-static int	rp_fence_replicas = 0;
-static int	rp_fence_replicas_timeout_ms = 500;
-static bool rp_callbacks_registered = false;
-
 /* ------------------------------------------------------------------------
- * Arguments.
+ * Releasing many leases: one round trip per hash slot.
  * ------------------------------------------------------------------------
  */
-
-text *
-rp_arg_text(FunctionCallInfo fcinfo, int argno, const char *what)
-{
-	text	   *t;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be NULL", what)));
-	t = PG_GETARG_TEXT_PP(argno);
-	if (VARSIZE_ANY_EXHDR(t) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be empty", what)));
-	return t;
-}
-
-int64
-rp_arg_int8(FunctionCallInfo fcinfo, int argno, const char *what,
-			int64 min, int64 max)
-{
-	int64		v;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be NULL", what)));
-	v = PG_GETARG_INT64(argno);
-	if (v < min || v > max)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be between " INT64_FORMAT " and " INT64_FORMAT
-						", got " INT64_FORMAT, what, min, max, v)));
-	return v;
-}
-
-/* ------------------------------------------------------------------------
- * The registry.
- * ------------------------------------------------------------------------
- */
-
-static RpLease *
-rp_registry_add(const char *name, size_t namelen, const char *token,
-				int64 fence, TimestampTz expires_at, bool xact, bool verify)
-{
-	return rp_registry_add_kind(name, namelen, token, fence, expires_at, xact,
-								verify, RP_LEASE_LOCK);
-}
-
-static RpLease *
-rp_registry_add_kind(const char *name, size_t namelen, const char *token,
-					 int64 fence, TimestampTz expires_at, bool xact, bool verify,
-					 RpLeaseKind kind)
-{
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-	RpLease    *l = palloc0(sizeof(RpLease));
-
-	l->name = pnstrdup(name, namelen);
-	l->namelen = namelen;
-	memcpy(l->token, token, RP_TOKEN_LEN + 1);
-	l->fence = fence;
-	l->expires_at = expires_at;
-	l->xact = xact;
-	l->verify = verify;
-	l->subid = xact ? GetCurrentSubTransactionId() : InvalidSubTransactionId;
-	l->kind = kind;
-	rp_leases_held = lappend(rp_leases_held, l);
-	MemoryContextSwitchTo(old);
-	rp_locks_publish(l, l->name, namelen, fence, expires_at, xact);
-	return l;
-}
-
-static void
-rp_registry_remove(RpLease *l)
-{
-	rp_leases_held = list_delete_ptr(rp_leases_held, l);
-	rp_locks_unpublish(l);
-	pfree(l->name);
-	pfree(l);
-}
-
-static RpLease *
-rp_registry_find(const char *name, size_t namelen, const char *token)
-{
-	ListCell   *lc;
-
-	foreach(lc, rp_leases_held)
-	{
-		RpLease    *l = lfirst(lc);
-
-		if (l->namelen == namelen && memcmp(l->name, name, namelen) == 0 &&
-			(token == NULL || strcmp(l->token, token) == 0))
-			return l;
-	}
-	return NULL;
-}
-
-/* The session's lease of one kind on name, if any. */
-static RpLease *
-rp_registry_find_kind(const char *name, size_t namelen, RpLeaseKind kind)
-{
-	ListCell   *lc;
-
-	foreach(lc, rp_leases_held)
-	{
-		RpLease    *l = lfirst(lc);
-
-		if (l->kind == kind && l->namelen == namelen &&
-			memcmp(l->name, name, namelen) == 0)
-			return l;
-	}
-	return NULL;
-}
-
-/* ------------------------------------------------------------------------
- * Talking to Redis.
- * ------------------------------------------------------------------------
- */
-
-static void
-rp_new_token(char *out)
-{
-	uint8		buf[RP_TOKEN_BYTES];
-	static const char hex[] = "0123456789abcdef";
-
-	if (!pg_strong_random(buf, sizeof(buf)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not generate a random lease token")));
-	for (int i = 0; i < RP_TOKEN_BYTES; i++)
-	{
-		out[2 * i] = hex[buf[i] >> 4];
-		out[2 * i + 1] = hex[buf[i] & 0xf];
-	}
-	out[RP_TOKEN_LEN] = '\0';
-}
-
-/* One attempt.  Returns the fence, or 0 when the lock is held. */
-static int64
-rp_try_acquire(const char *name, size_t namelen, const char *token,
-			   int64 ttl_ms, int64 floor)
-{
-	RpArg		keys[2];
-	RpArg		argv[3];
-	RpReply    *r;
-
-	keys[0] = rp_key(name, namelen, "lock");
-	keys[1] = rp_key(name, namelen, "fence");
-	argv[0] = rp_arg_str(token);
-	argv[1] = rp_arg_int(ttl_ms);
-	argv[2] = rp_arg_int(floor);
-	r = rp_lock_eval(&rp_script_lock_acquire, 2, keys, 3, argv);
-	if (rp_reply_is_nil(r))
-		return 0;
-	/* Returned as text: above 2^53 a Lua number would round it. */
-	if (r->type != RP_REPLY_STRING)
-		elog(ERROR, "unexpected Redis reply for lock_acquire: expected a decimal string");
-	return pg_strtoint64(r->str);
-}
-
-/* rp_try_acquire that remembers the token as a possible orphan on failure. */
-static int64
-rp_try_acquire_recorded(const char *name, size_t namelen, const char *token,
-						int64 ttl_ms, int64 floor, TimestampTz sent)
-{
-	volatile int64 fence = 0;
-
-	PG_TRY();
-	{
-		fence = rp_try_acquire(name, namelen, token, ttl_ms, floor);
-	}
-	PG_CATCH();
-	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-		RpLease    *o = palloc0(sizeof(RpLease));
-
-		o->name = pnstrdup(name, namelen);
-		o->namelen = namelen;
-		memcpy(o->token, token, RP_TOKEN_LEN + 1);
-		o->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
-		o->kind = RP_LEASE_LOCK;
-		rp_orphans = lappend(rp_orphans, o);
-		rp_redis_answered = false;
-		MemoryContextSwitchTo(old);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	return fence;
-}
 
 /*
- * Order n keys so that keys of one Redis Cluster hash slot are adjacent:
- * fills order[] (a permutation of 0..n-1) and returns the number of groups;
- * group g is order[start[g] .. start[g + 1] - 1].  A script runs on one
- * node, so a many-lease script (release, verify) is sent once per group.
- * Outside Cluster mode everything is one group: one round trip, as before.
+ * Release n leases (lock kind) by compare-and-delete under the keys they
+ * were taken with.  released[i] is set when Redis still held leases[i] with
+ * our token.  quiet: the cleanup face, never ereports, all of it within
+ * RP_CLEANUP_TIMEOUT_MS; answered[i] tells which got an answer.  Returns how
+ * many were released.
  */
 static int
-rp_slot_groups(int n, const RpArg *keys, int *order, int *start)
+rp_release_kind(RpLease **leases, int n, const RpScript *script, bool quiet,
+				TimestampTz deadline, bool *answered)
 {
-	int		   *slot;
-	int			ngroups = 0;
-
-	for (int i = 0; i < n; i++)
-		order[i] = i;
-	if (!rp_cluster_mode())
-	{
-		start[0] = 0;
-		start[1] = n;
-		return 1;
-	}
-	slot = palloc(sizeof(int) * n);
-	for (int i = 0; i < n; i++)
-		slot[i] = rp_key_slot(keys[i].data, keys[i].len);
-	/* Insertion sort by slot, stable: a session holds a handful of leases. */
-	for (int i = 1; i < n; i++)
-	{
-		int			v = order[i];
-		int			j = i - 1;
-
-		while (j >= 0 && slot[order[j]] > slot[v])
-		{
-			order[j + 1] = order[j];
-			j--;
-		}
-		order[j + 1] = v;
-	}
-	for (int i = 0; i < n; i++)
-		if (i == 0 || slot[order[i]] != slot[order[i - 1]])
-			start[ngroups++] = i;
-	start[ngroups] = n;
-	pfree(slot);
-	return ngroups;
-}
-
-/*
- * The (lock key, token) pairs of some leases, grouped so that each group is
- * one hash slot (a single group outside Cluster mode): one group is one
- * lock_release or lock_verify call.
- */
-typedef struct RpLeaseBatch
-{
-	RpArg	   *keys;			/* by position in the list */
-	RpArg	   *argv;
-	int		   *order;			/* list positions, grouped by slot */
-	int		   *start;			/* group g is order[start[g] .. start[g + 1]) */
+	RpArg	   *keys = palloc(sizeof(RpArg) * Max(n, 1));
+	RpArg	   *argv = palloc(sizeof(RpArg) * Max(n, 1));
+	RpArg	   *gkeys = palloc(sizeof(RpArg) * Max(n, 1));
+	RpArg	   *gargv = palloc(sizeof(RpArg) * Max(n, 1));
+	int		   *order = palloc(sizeof(int) * Max(n, 1));
+	int		   *start = palloc(sizeof(int) * (n + 1));
 	int			ngroups;
-	RpArg	   *gkeys;			/* one group's pairs, see rp_batch_group */
-	RpArg	   *gargv;
-} RpLeaseBatch;
-
-static void
-rp_batch_init(RpLeaseBatch *b, List *leases)
-{
-	int			n = list_length(leases);
-	int			i = 0;
-	ListCell   *lc;
-
-	b->keys = palloc(sizeof(RpArg) * n);
-	b->argv = palloc(sizeof(RpArg) * n);
-	b->gkeys = palloc(sizeof(RpArg) * n);
-	b->gargv = palloc(sizeof(RpArg) * n);
-	b->order = palloc(sizeof(int) * n);
-	b->start = palloc(sizeof(int) * (n + 1));
-	foreach(lc, leases)
-	{
-		RpLease    *l = lfirst(lc);
-
-		b->keys[i] = rp_key(l->name, l->namelen,
-							l->kind == RP_LEASE_PERMIT ? "sem" : "lock");
-		b->argv[i] = rp_arg_str(l->token);
-		i++;
-	}
-	b->ngroups = rp_slot_groups(n, b->keys, b->order, b->start);
-}
-
-/* Fill gkeys/gargv with group g; returns its size. */
-static int
-rp_batch_group(RpLeaseBatch *b, int g)
-{
-	int			gn = b->start[g + 1] - b->start[g];
-
-	for (int k = 0; k < gn; k++)
-	{
-		b->gkeys[k] = b->keys[b->order[b->start[g] + k]];
-		b->gargv[k] = b->argv[b->order[b->start[g] + k]];
-	}
-	return gn;
-}
-
-/*
- * Release leases: one round trip (one per hash slot in Cluster mode).
- * Returns how many Redis still held with our token.  quiet: never ereport,
- * for cleanup paths, and all of it within RP_CLEANUP_TIMEOUT_MS.
- */
-static int	rp_release_leases_of(List *leases, const RpScript *script,
-								 bool quiet, TimestampTz deadline, bool *answered);
-
-/*
- * (Locks and permits (semaphore.c) are released by their own script, each
- * in one round trip per hash slot, all within the one cleanup deadline.)
- */
-static int
-rp_release_leases(List *leases, bool quiet, bool *answered)
-{
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
-	List	   *locks = NIL;
-	List	   *permits = NIL;
-	ListCell   *lc;
-	bool		a1 = true;
-	bool		a2 = true;
-	int			released;
-
-	foreach(lc, leases)
-	{
-		RpLease    *l = lfirst(lc);
-
-		if (l->kind == RP_LEASE_PERMIT)
-			permits = lappend(permits, l);
-		else
-			locks = lappend(locks, l);
-	}
-	released = rp_release_leases_of(locks, &rp_script_lock_release, quiet,
-									deadline, &a1);
-	released += rp_release_leases_of(permits, &rp_script_semaphore_release, quiet,
-									 deadline, &a2);
-	if (answered)
-		*answered = a1 && a2;
-	list_free(locks);
-	list_free(permits);
-	return released;
-}
-
-static int
-rp_release_leases_of(List *leases, const RpScript *script, bool quiet,
-					 TimestampTz deadline, bool *answered)
-{
-	RpLeaseBatch b;
 	int			released = 0;
 
-	if (answered)
-		*answered = true;
-	if (leases == NIL)
+	if (n == 0)
 		return 0;
-	rp_batch_init(&b, leases);
-	for (int g = 0; g < b.ngroups; g++)
+	for (int i = 0; i < n; i++)
 	{
-		int			gn = rp_batch_group(&b, g);
+		keys[i].data = leases[i]->key;
+		keys[i].len = leases[i]->keylen;
+		argv[i] = rp_arg_str(leases[i]->token);
+	}
+	ngroups = rp_slot_groups(n, keys, order, start);
+	for (int g = 0; g < ngroups; g++)
+	{
+		int			gn = start[g + 1] - start[g];
 		RpReply    *r;
 
+		for (int k = 0; k < gn; k++)
+		{
+			gkeys[k] = keys[order[start[g] + k]];
+			gargv[k] = argv[order[start[g] + k]];
+		}
 		if (quiet)
 		{
 			char	   *err;
 			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
-			r = rp_eval_quiet(script, gn, b.gkeys, gn, b.gargv,
+			r = rp_eval_quiet(script, gn, gkeys, gn, gargv,
 							  (int) Max(left, 1), &err);
 			if (r == NULL)
 			{
@@ -464,18 +424,77 @@ rp_release_leases_of(List *leases, const RpScript *script, bool quiet,
 						(errcode(ERRCODE_CONNECTION_FAILURE),
 						 errmsg("could not release %d Redis lease(s); they will expire by their TTL", gn),
 						 errdetail_internal("%s", err)));
-				if (answered)
-					*answered = false;
 				continue;
 			}
 		}
 		else
-			r = rp_lock_eval(script, gn, b.gkeys, gn, b.gargv);
+			r = rp_lock_eval(script, gn, gkeys, gn, gargv);
+		rp_redis_answered = true;
+		for (int k = 0; k < gn; k++)
+		{
+			if (answered)
+				answered[order[start[g] + k]] = true;
+			if (r->type == RP_REPLY_ARRAY && (size_t) k < r->nelem &&
+				r->elem[k]->type == RP_REPLY_INTEGER && r->elem[k]->integer == 1)
+				released++;
+		}
+	}
+	return released;
+}
 
-		if (r->type == RP_REPLY_ARRAY)
-			for (size_t j = 0; j < r->nelem; j++)
-				if (r->elem[j]->type == RP_REPLY_INTEGER && r->elem[j]->integer == 1)
-					released++;
+/*
+ * Release n leases by compare-and-delete under the keys they were taken
+ * with, each kind by its own script (locks, then semaphore permits), all
+ * within one cleanup deadline.  answered[i] (if given) is set for the leases
+ * that got an answer; quiet: the cleanup face, never ereports.  Returns how
+ * many Redis still held with our token.
+ */
+static int
+rp_release_leases(RpLease **leases, int n, bool quiet, bool *answered)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
+	RpLease   **locks;
+	RpLease   **permits;
+	int		   *lidx;
+	int		   *pidx;
+	bool	   *la;
+	bool	   *pa;
+	int			nl = 0;
+	int			np = 0;
+	int			released;
+
+	if (n == 0)
+		return 0;
+	locks = palloc(sizeof(RpLease *) * n);
+	permits = palloc(sizeof(RpLease *) * n);
+	lidx = palloc(sizeof(int) * n);
+	pidx = palloc(sizeof(int) * n);
+	la = palloc0(sizeof(bool) * n);
+	pa = palloc0(sizeof(bool) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (leases[i]->kind == RP_LEASE_PERMIT)
+		{
+			pidx[np] = i;
+			permits[np++] = leases[i];
+		}
+		else
+		{
+			lidx[nl] = i;
+			locks[nl++] = leases[i];
+		}
+	}
+	released = rp_release_kind(locks, nl, &rp_script_lock_release, quiet,
+							   deadline, la);
+	released += rp_release_kind(permits, np, &rp_script_semaphore_release, quiet,
+								deadline, pa);
+	if (answered)
+	{
+		for (int i = 0; i < nl; i++)
+			answered[lidx[i]] = la[i];
+		for (int i = 0; i < np; i++)
+			answered[pidx[i]] = pa[i];
 	}
 	return released;
 }
@@ -485,140 +504,133 @@ rp_release_leases_of(List *leases, const RpScript *script, bool quiet,
  * ------------------------------------------------------------------------
  */
 
-/* Take every xact lease (or those of one subtransaction) out of the registry. */
-static List *
-rp_registry_take_xact(SubTransactionId subid)
-{
-	List	   *taken = NIL;
-	ListCell   *lc;
-
-	foreach(lc, rp_leases_held)
-	{
-		RpLease    *l = lfirst(lc);
-
-		if (l->xact && (subid == InvalidSubTransactionId || l->subid == subid))
-		{
-			taken = lappend(taken, l);
-			rp_locks_unpublish(l);
-			rp_leases_held = foreach_delete_current(rp_leases_held, lc);
-		}
-	}
-	return taken;
-}
-
+/*
+ * Take the xact leases (all, or those of one subtransaction) out of the
+ * registry, release them quietly and forget them.  Never throws.
+ */
 static void
-rp_release_and_forget(List *leases)
+rp_release_xact(SubTransactionId subid)
 {
-	ListCell   *lc;
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+	RpLease   **take;
+	int			n = 0;
 
-	if (leases == NIL)
+	if (rp_nxact == 0)
 		return;
-	(void) rp_release_leases(leases, true, NULL);
-	foreach(lc, leases)
-	{
-		RpLease    *l = lfirst(lc);
-
-		pfree(l->name);
-		pfree(l);
-	}
-	list_free(leases);
+	take = palloc(sizeof(RpLease *) * rp_nxact);
+	hash_seq_init(&seq, rp_held);
+	while ((l = hash_seq_search(&seq)) != NULL)
+		if (l->xact && (subid == InvalidSubTransactionId || l->subid == subid))
+			take[n++] = l;
+	(void) rp_release_leases(take, n, true, NULL);
+	for (int i = 0; i < n; i++)
+		rp_registry_remove(take[i]);
+	pfree(take);
 }
 
 /*
  * PRE_COMMIT: with verify set, every such lease must still be ours in Redis,
- * checked in one round trip; otherwise the commit is aborted with RP002.
+ * checked in one round trip (per hash slot); otherwise the commit is aborted
+ * with RP002.  A lost lease replaced by re-acquiring its name fails at once.
  */
 static void
 rp_verify_at_commit(void)
 {
-	List	   *check = NIL;
-	ListCell   *lc;
-	RpLeaseBatch b;
-	int			g;
-	int64		bad = 0;
-	RpLease    *badl;
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+	RpLease   **check;
+	RpArg	   *keys;
+	RpArg	   *argv;
+	int		   *order;
+	int		   *start;
+	int			n = 0;
+	int			ngroups;
 
-	foreach(lc, rp_leases_held)
-	{
-		RpLease    *l = lfirst(lc);
-
-		if (l->xact && l->verify)
-			check = lappend(check, l);
-	}
-	if (check == NIL)
+	if (rp_lost_name != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_RP_LEASE_LOST),
+				 errmsg("lease on \"%s\" was lost before commit", rp_lost_name),
+				 errdetail("The lease with fence token " INT64_FORMAT
+						   " expired and its name was acquired again in this transaction.",
+						   rp_lost_fence),
+				 errhint("The transaction was rolled back.  Take a longer lease or extend it while working.")));
+	if (rp_nverify == 0)
 		return;
-	rp_batch_init(&b, check);
-	for (g = 0; g < b.ngroups; g++)
+	check = palloc(sizeof(RpLease *) * rp_nverify);
+	keys = palloc(sizeof(RpArg) * rp_nverify);
+	argv = palloc(sizeof(RpArg) * rp_nverify);
+	order = palloc(sizeof(int) * rp_nverify);
+	start = palloc(sizeof(int) * (rp_nverify + 1));
+	hash_seq_init(&seq, rp_held);
+	while ((l = hash_seq_search(&seq)) != NULL)
+		if (l->verify)
+		{
+			check[n] = l;
+			keys[n].data = l->key;
+			keys[n].len = l->keylen;
+			argv[n] = rp_arg_str(l->token);
+			n++;
+		}
+	ngroups = rp_slot_groups(n, keys, order, start);
+	for (int g = 0; g < ngroups; g++)
 	{
-		int			gn = rp_batch_group(&b, g);
+		int			gn = start[g + 1] - start[g];
+		RpArg	   *gkeys = palloc(sizeof(RpArg) * gn);
+		RpArg	   *gargv = palloc(sizeof(RpArg) * gn);
+		int64		bad;
 
-		bad = rp_reply_int(rp_lock_eval(&rp_script_lock_verify, gn, b.gkeys, gn, b.gargv),
+		for (int k = 0; k < gn; k++)
+		{
+			gkeys[k] = keys[order[start[g] + k]];
+			gargv[k] = argv[order[start[g] + k]];
+		}
+		bad = rp_reply_int(rp_lock_eval(&rp_script_lock_verify, gn, gkeys, gn, gargv),
 						   "lock_verify");
-		if (bad != 0)
-			break;
+		if (bad > 0 && bad <= gn)
+		{
+			l = check[order[start[g] + (int) bad - 1]];
+			ereport(ERROR,
+					(errcode(ERRCODE_RP_LEASE_LOST),
+					 errmsg("lease on \"%s\" was lost before commit", l->name),
+					 errdetail("The lease with fence token " INT64_FORMAT
+							   " is no longer held in Redis: it expired or was taken over.",
+							   l->fence),
+					 errhint("The transaction was rolled back.  Take a longer lease or extend it while working.")));
+		}
 	}
-	if (bad == 0)
-		return;
-	badl = list_nth(check, b.order[b.start[g] + (int) bad - 1]);
-	ereport(ERROR,
-			(errcode(MAKE_SQLSTATE('R', 'P', '0', '0', '2')),
-			 errmsg("lease on \"%s\" was lost before commit", badl->name),
-			 errdetail("The lease with fence token " INT64_FORMAT
-					   " is no longer held in Redis: it expired or was taken over.",
-					   badl->fence),
-			 errhint("The transaction was rolled back.  Take a longer lease or extend it while working.")));
 }
 
 /*
- * Release possible orphans (see rp_orphans): at a transaction end once Redis
- * has answered a lock call since they were recorded, or at backend exit
- * (always, within the cleanup deadline).  Never throws.
+ * Release unsettled acquires (see rp_unsettled) at a transaction end, once
+ * Redis has answered a lock call since they were recorded.  Never throws.
  */
 static void
-rp_orphans_release(bool at_exit)
+rp_unsettled_release(void)
 {
-	List	   *live = NIL;
-	ListCell   *lc;
+	RpLease   **live;
+	bool	   *answered;
+	int			n = 0;
+	dlist_mutable_iter it;
 	TimestampTz now = GetCurrentTimestamp();
-	bool		answered;
 
-	if (rp_orphans == NIL || (!at_exit && !rp_redis_answered))
+	if (rp_nunsettled == 0 || !rp_redis_answered)
 		return;
-	foreach(lc, rp_orphans)
+	live = palloc(sizeof(RpLease *) * rp_nunsettled);
+	answered = palloc0(sizeof(bool) * rp_nunsettled);
+	dlist_foreach_modify(it, &rp_unsettled)
 	{
-		RpLease    *o = lfirst(lc);
+		RpLease    *u = dlist_container(RpLease, node, it.cur);
 
-		if (o->expires_at > now)
-			live = lappend(live, o);
+		if (u->expires_at > now)
+			live[n++] = u;
 		else
-		{
-			pfree(o->name);
-			pfree(o);
-		}
+			rp_unsettled_forget(u);
 	}
-	list_free(rp_orphans);
-	rp_orphans = NIL;
-	if (live == NIL)
-		return;
-	(void) rp_release_leases(live, true, &answered);
-	foreach(lc, live)
-	{
-		RpLease    *o = lfirst(lc);
-
-		if (!at_exit && (!answered || ++o->tries < 2))
-		{
-			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
-			rp_orphans = lappend(rp_orphans, o);
-			MemoryContextSwitchTo(old);
-		}
-		else
-		{
-			pfree(o->name);
-			pfree(o);
-		}
-	}
-	list_free(live);
+	(void) rp_release_leases(live, n, true, answered);
+	for (int i = 0; i < n; i++)
+		if (answered[i] && ++live[i]->tries >= 2)
+			rp_unsettled_forget(live[i]);
 }
 
 static void
@@ -631,29 +643,33 @@ rp_xact_callback(XactEvent event, void *arg)
 			rp_verify_at_commit();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
+
 			/*
 			 * A prepared transaction outlives this session's part in it:
 			 * nothing would release its leases at COMMIT PREPARED, and
-			 * verify_at_commit could not run there.  Refuse, as
-			 * postgres_fdw does for its remote transactions.
+			 * verify_at_commit could not run there.  Refuse, as postgres_fdw
+			 * does for its remote transactions.
 			 */
-			{
-				ListCell   *lc;
-
-				foreach(lc, rp_leases_held)
-					if (((RpLease *) lfirst(lc))->xact)
-						ereport(ERROR,
-								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-								 errmsg("cannot PREPARE a transaction that holds a lease from rp_acquire_xact"),
-								 errhint("Release the lease first, or take it with rp_acquire.")));
-			}
+			if (rp_nxact > 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that holds a lease from rp_acquire_xact"),
+						 errhint("Release the lease first, or take it with rp_acquire.")));
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			rp_release_and_forget(rp_registry_take_xact(InvalidSubTransactionId));
-			rp_orphans_release(false);
+			if (rp_lost_name != NULL)
+			{
+				pfree(rp_lost_name);
+				rp_lost_name = NULL;
+			}
+			/* As pgfdw_abort_cleanup: no more work when errors recurse. */
+			if (in_error_recursion_trouble())
+				break;
+			rp_release_xact(InvalidSubTransactionId);
+			rp_unsettled_release();
 			break;
 		default:
 			break;
@@ -664,46 +680,120 @@ static void
 rp_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					SubTransactionId parentSubid, void *arg)
 {
-	ListCell   *lc;
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
 
+	if (rp_nxact == 0)
+		return;
 	if (event == SUBXACT_EVENT_ABORT_SUB)
-		rp_release_and_forget(rp_registry_take_xact(mySubid));
+	{
+		if (!in_error_recursion_trouble())
+			rp_release_xact(mySubid);
+	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
-		foreach(lc, rp_leases_held)
-		{
-			RpLease    *l = lfirst(lc);
-
+		hash_seq_init(&seq, rp_held);
+		while ((l = hash_seq_search(&seq)) != NULL)
 			if (l->xact && l->subid == mySubid)
 				l->subid = parentSubid;
-		}
 	}
 }
 
 /*
- * Backend exit.  Once proc_exit has begun, errstart() promotes every ERROR
- * to FATAL, which no PG_CATCH sees: a Redis timeout here would end the
- * process with a second FATAL halfway through its exit callbacks.  For the
- * duration of this one bounded, quiet release the flag is lowered, so an
- * error stays an ERROR that rp_eval_quiet catches and turns into a WARNING.
+ * Backend exit: release everything held and everything unsettled, through
+ * the cleanup face, which never throws (so nothing here can turn into a
+ * second FATAL).  What Redis did not answer in time goes to the background
+ * worker, which releases it once Redis answers again.
  */
 static void
 rp_exit_callback(int code, Datum arg)
 {
-	List	   *all = rp_leases_held;
-	bool		exiting = proc_exit_inprogress;
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+	RpLease   **all;
+	bool	   *answered;
+	int			n = 0;
+	long		max = rp_nunsettled;
+	dlist_iter	it;
+	TimestampTz now = GetCurrentTimestamp();
 
-	rp_leases_held = NIL;
-	proc_exit_inprogress = false;
-	rp_release_and_forget(all);
-	rp_orphans_release(true);
-	proc_exit_inprogress = exiting;
+	if (rp_held != NULL)
+		max += hash_get_num_entries(rp_held);
+	if (max > 0)
+	{
+		/* One round trip (per slot) for the held and the unsettled alike. */
+		all = palloc(sizeof(RpLease *) * max);
+		answered = palloc0(sizeof(bool) * max);
+		if (rp_held != NULL)
+		{
+			hash_seq_init(&seq, rp_held);
+			while ((l = hash_seq_search(&seq)) != NULL)
+				if (l->expires_at > now)
+					all[n++] = l;
+		}
+		dlist_foreach(it, &rp_unsettled)
+		{
+			l = dlist_container(RpLease, node, it.cur);
+			if (l->expires_at > now)
+				all[n++] = l;
+		}
+		(void) rp_release_leases(all, n, true, answered);
+		for (int i = 0; i < n; i++)
+			if (!answered[i])
+				rp_orphans_handoff(all[i]->key, all[i]->keylen, all[i]->token,
+								   all[i]->expires_at);
+	}
 	rp_conn_reset();
+}
+
+/*
+ * Transaction callbacks run last-registered-first.  postgres_fdw registers
+ * its own (which commits the remote transactions at PRE_COMMIT) on its
+ * first use in the session, which may come after ours: then a remote write
+ * would commit before verify_at_commit could refuse the commit.  While a
+ * verify lease exists, every statement's end moves our callback to the
+ * front (unregister, register again: it is a list of a few entries).
+ */
+static void
+rp_callback_to_front(void)
+{
+	if (!rp_callbacks_registered || rp_nverify == 0)
+		return;
+	UnregisterXactCallback(rp_xact_callback, NULL);
+	RegisterXactCallback(rp_xact_callback, NULL);
+}
+
+static void
+rp_executor_end(QueryDesc *queryDesc)
+{
+	if (rp_prev_executor_end)
+		rp_prev_executor_end(queryDesc);
+	else
+		standard_ExecutorEnd(queryDesc);
+	rp_callback_to_front();
+}
+
+static void
+rp_process_utility(PlannedStmt *pstmt, const char *queryString,
+				   bool readOnlyTree, ProcessUtilityContext context,
+				   ParamListInfo params, QueryEnvironment *queryEnv,
+				   DestReceiver *dest, QueryCompletion *qc)
+{
+	/* Before a COMMIT too: it runs the callbacks itself. */
+	rp_callback_to_front();
+	if (rp_prev_process_utility)
+		rp_prev_process_utility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	rp_callback_to_front();
 }
 
 static void
 rp_register_callbacks(void)
 {
+	rp_registry_setup();
 	if (rp_callbacks_registered)
 		return;
 	RegisterXactCallback(rp_xact_callback, NULL);
@@ -726,23 +816,104 @@ rp_lock_init(void)
 							"Capped at half of redis_primitives.command_timeout, so the reply comes back before the command times out.",
 							&rp_fence_replicas_timeout_ms, 500, 1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	rp_prev_executor_end = ExecutorEnd_hook;
+	ExecutorEnd_hook = rp_executor_end;
+	rp_prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = rp_process_utility;
+}
+
+/* ------------------------------------------------------------------------
+ * Acquiring.
+ * ------------------------------------------------------------------------
+ */
+
+static void
+rp_new_token(char *out)
+{
+	uint8		buf[RP_TOKEN_BYTES];
+	static const char hex[] = "0123456789abcdef";
+
+	if (!pg_strong_random(buf, sizeof(buf)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random lease token")));
+	for (int i = 0; i < RP_TOKEN_BYTES; i++)
+	{
+		out[2 * i] = hex[buf[i] >> 4];
+		out[2 * i + 1] = hex[buf[i] & 0xf];
+	}
+	out[RP_TOKEN_LEN] = '\0';
+}
+
+/*
+ * One attempt, recorded as unsettled before it is sent.  Returns the fence
+ * with *u still unsettled (the caller settles it), or 0 when the lock is
+ * held by someone else (u forgotten).  On failure u is forgotten only when
+ * the command cannot have run (never sent, or refused by Redis); otherwise
+ * it stays for the transaction end or the backend exit to release.
+ */
+static int64
+rp_try_acquire(const char *name, size_t namelen, const char *token,
+			   int64 ttl_ms, int64 floor, RpLease **u)
+{
+	RpArg		keys[2];
+	RpArg		argv[3];
+	RpReply    *r;
+	RpStatus	st;
+	TimestampTz sent = GetCurrentTimestamp();
+
+	keys[0] = rp_key(name, namelen, "lock");
+	keys[1] = rp_key(name, namelen, "fence");
+	argv[0] = rp_arg_str(token);
+	argv[1] = rp_arg_int(ttl_ms);
+	argv[2] = rp_arg_int(floor);
+	*u = rp_unsettled_add(name, namelen, RP_LEASE_LOCK, keys[0], token,
+						  TimestampTzPlusMilliseconds(sent, ttl_ms));
+
+	/*
+	 * Until Redis answers, it may be hung: a cancel or timeout from here on
+	 * leaves the flag down, so the abort does not wait on Redis to release.
+	 */
+	rp_redis_answered = false;
+	if (!rp_eval_try(&rp_script_lock_acquire, 2, keys, 3, argv,
+					 rp_command_timeout_ms, &r, &st))
+	{
+		if (!st.sent || st.answered)
+			rp_unsettled_forget(*u);
+		rp_redis_answered = st.answered;
+		*u = NULL;
+		rp_status_raise(&st);
+	}
+	rp_redis_answered = true;
+	if (rp_reply_is_nil(r))
+	{
+		rp_unsettled_forget(*u);
+		*u = NULL;
+		return 0;
+	}
+	/* Returned as text: above 2^53 a Lua number would round it. */
+	if (r->type != RP_REPLY_STRING)
+		elog(ERROR, "unexpected Redis reply for lock_acquire: expected a decimal string");
+	return pg_strtoint64(r->str);
 }
 
 /*
  * With fence_replicas > 0: WAIT until that many replicas have the counter
  * increment the acquire script just made, so that a failover to one of them
- * cannot re-issue the token.  Too few in time: release the lease (quietly,
- * bounded: the TTL is the safety net) and fail with RP003, rather than hand
- * out a token the setting exists to refuse.
+ * cannot re-issue the token.  Too few in time: release the lease and fail
+ * with RP003, rather than hand out a token the setting exists to refuse.
+ * The lease is still unsettled here: a cancel, a timeout or a lost
+ * connection during the WAIT leaves it for the abort to release.
  */
 static void
-rp_wait_replicas(const char *name, size_t namelen, const char *token, int64 fence)
+rp_wait_replicas(RpLease *u, int64 fence)
 {
 	RpArg		cmd[3];
 	int64		acked;
 	int			timeout = Max(1, Min(rp_fence_replicas_timeout_ms,
 									 rp_command_timeout_ms / 2));
-	RpLease    *l;
+	bool		answered = false;
+	char	   *name;
 
 	if (rp_fence_replicas <= 0)
 		return;
@@ -752,28 +923,21 @@ rp_wait_replicas(const char *name, size_t namelen, const char *token, int64 fenc
 	acked = rp_reply_int(rp_command(3, cmd), "WAIT");
 	if (acked >= rp_fence_replicas)
 		return;
-	l = palloc0(sizeof(RpLease));
-	l->name = (char *) name;
-	l->namelen = namelen;
-	strlcpy(l->token, token, sizeof(l->token));
-	(void) rp_release_leases(list_make1(l), true, NULL);
+	name = pstrdup(u->name);
+	(void) rp_release_leases(&u, 1, true, &answered);
+	if (answered)
+		rp_unsettled_forget(u);
 	ereport(ERROR,
-			(errcode(MAKE_SQLSTATE('R', 'P', '0', '0', '3')),
-			 errmsg("fence token for \"%s\" was not replicated", pnstrdup(name, namelen)),
+			(errcode(ERRCODE_RP_NOT_REPLICATED),
+			 errmsg("fence token for \"%s\" was not replicated", name),
 			 errdetail(INT64_FORMAT " of %d replica(s) acknowledged fence token " INT64_FORMAT
 					   " within %d ms; the lease was released.",
 					   acked, rp_fence_replicas, fence, timeout),
 			 errhint("A failover now could re-issue this token.  Check the replicas, or lower redis_primitives.fence_replicas.")));
 }
 
-/* ------------------------------------------------------------------------
- * SQL functions.
- * ------------------------------------------------------------------------
- */
-
 static Datum
-rp_make_lease(FunctionCallInfo fcinfo, const char *name, size_t namelen,
-			  const char *token, int64 fence, TimestampTz expires_at)
+rp_make_lease(FunctionCallInfo fcinfo, const RpLease *l)
 {
 	TupleDesc	tupdesc;
 	Datum		values[4];
@@ -781,10 +945,10 @@ rp_make_lease(FunctionCallInfo fcinfo, const char *name, size_t namelen,
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	values[0] = PointerGetDatum(cstring_to_text_with_len(name, namelen));
-	values[1] = CStringGetTextDatum(token);
-	values[2] = Int64GetDatum(fence);
-	values[3] = TimestampTzGetDatum(expires_at);
+	values[0] = PointerGetDatum(cstring_to_text_with_len(l->name, l->namelen));
+	values[1] = CStringGetTextDatum(l->token);
+	values[2] = Int64GetDatum(l->fence);
+	values[3] = TimestampTzGetDatum(l->expires_at);
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
 }
 
@@ -805,6 +969,12 @@ rp_sleep(long ms)
 
 /*
  * Shared body of rp_acquire and rp_acquire_xact.
+ *
+ * A name the session already holds live is returned as it is: same token,
+ * fence and deadline, no round trip, like pg_advisory_lock re-entering a
+ * lock the session holds (docs/lock.md).  So a session never waits on
+ * itself, and SELECT (rp_acquire(...)).*, which PostgreSQL evaluates once
+ * per column, yields one whole lease.
  *
  * With wait_ms > 0 the attempt is repeated with full-jitter exponential
  * backoff (5 ms doubling to 250 ms) until the deadline; the last attempt is
@@ -827,6 +997,7 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	TimestampTz lock_deadline = 0;
 	long		backoff = 5;
 	MemoryContext attempt_cxt;
+	RpLease    *held;
 
 	if (xact && PG_NARGS() > 4)
 	{
@@ -842,6 +1013,17 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		lock_deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
 
 	rp_register_callbacks();
+	held = rp_registry_find(name, namelen);
+	if (held != NULL && held->expires_at > start)
+	{
+		if (xact && verify && held->xact && !held->verify)
+		{
+			held->verify = true;
+			rp_nverify++;
+		}
+		PG_RETURN_DATUM(rp_make_lease(fcinfo, held));
+	}
+
 	rp_new_token(token);
 	/* A wait may last for hours: each attempt's memory goes with it. */
 	attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "rp_acquire attempt",
@@ -849,35 +1031,41 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 
 	for (;;)
 	{
-		TimestampTz sent = GetCurrentTimestamp();
 		MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
-		int64		fence = rp_try_acquire_recorded(name, namelen, token, ttl_ms,
-													floor, sent);
+		RpLease    *u;
+		int64		fence = rp_try_acquire(name, namelen, token, ttl_ms, floor, &u);
 		TimestampTz now;
 		long		remaining;
 		long		pause;
 
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(attempt_cxt);
-
 		if (fence > 0)
 		{
-			/* The lease is counted from when it was asked for: conservative. */
-			TimestampTz expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
-			RpLease    *stale;
+			RpLease    *l;
 
-			rp_wait_replicas(name, namelen, token, fence);
+			rp_wait_replicas(u, fence);
+			MemoryContextSwitchTo(old);
 
 			/*
 			 * Redis just granted this name to a new token, so any lease the
-			 * session still remembers for it has expired: forget it, or
-			 * rp_release(name) would find the dead one first.
+			 * session still remembers for it was lost.  A lost lease that
+			 * had to be verified at commit leaves its obligation behind.
 			 */
-			while ((stale = rp_registry_find_kind(name, namelen, RP_LEASE_LOCK)) != NULL)
-				rp_registry_remove(stale);
-			rp_registry_add(name, namelen, token, fence, expires, xact, verify);
-			PG_RETURN_DATUM(rp_make_lease(fcinfo, name, namelen, token, fence, expires));
+			held = rp_registry_find(name, namelen);
+			if (held != NULL)
+			{
+				if (held->verify && rp_lost_name == NULL)
+				{
+					rp_lost_name = MemoryContextStrdup(TopMemoryContext, held->name);
+					rp_lost_fence = held->fence;
+				}
+				rp_registry_remove(held);
+			}
+			l = rp_registry_add(u, fence, xact, verify);
+			MemoryContextDelete(attempt_cxt);
+			PG_RETURN_DATUM(rp_make_lease(fcinfo, l));
 		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(attempt_cxt);
 
 		now = GetCurrentTimestamp();
 		if (lock_deadline != 0 && now >= lock_deadline)
@@ -911,6 +1099,11 @@ RP_TRACKED_FUNCTION(rp_acquire_xact, RP_PRIM_ACQUIRE_XACT, RP_OUT_NULL_REFUSED)
 {
 	return rp_acquire_common(fcinfo, true);
 }
+
+/* ------------------------------------------------------------------------
+ * Releasing, extending, looking.
+ * ------------------------------------------------------------------------
+ */
 
 /*
  * Read the fields of an rp_lease argument.  A NULL name or token is 22004 and
@@ -958,19 +1151,34 @@ rp_lease_arg(FunctionCallInfo fcinfo, int argno, text **name, text **token,
 		*fence_isnull = isnull;
 }
 
-/* A lease built by hand, not from this session's registry. */
+/*
+ * The lease an rp_lease argument names: this session's registry entry when
+ * it holds that name with that token (its own key, its own fence), else a
+ * transient one under the current key_prefix (*mine = false).  A token that
+ * is not one we could have issued cannot match: token[0] is then '\0'.
+ */
 static RpLease *
-rp_transient_lease(text *name, text *token)
+rp_lease_of(text *name, text *token, bool *mine)
 {
-	RpLease    *l = palloc0(sizeof(RpLease));
+	const char *n = VARDATA_ANY(name);
+	size_t		nlen = VARSIZE_ANY_EXHDR(name);
 	char	   *tok = text_to_cstring(token);
+	RpLeaseKind kind = rp_token_kind(tok);
+	RpLease    *l = rp_registry_find_kind(n, nlen, kind);
+	RpArg		key;
 
-	l->name = VARDATA_ANY(name);
-	l->namelen = VARSIZE_ANY_EXHDR(name);
-	strlcpy(l->token, tok, sizeof(l->token));
-	if (strlen(tok) != RP_TOKEN_LEN)
-		l->token[0] = '\0';		/* cannot match any lease we issued */
-	l->kind = rp_token_kind(l->token);
+	*mine = (l != NULL && strcmp(l->token, tok) == 0);
+	if (*mine)
+		return l;
+	l = palloc0(sizeof(RpLease));
+	l->name = (char *) n;
+	l->namelen = nlen;
+	l->kind = kind;
+	key = rp_key(n, nlen, RP_KIND_SUFFIX(kind));
+	l->key = (char *) key.data;
+	l->keylen = key.len;
+	if (strlen(tok) == RP_TOKEN_LEN)
+		memcpy(l->token, tok, RP_TOKEN_LEN + 1);
 	return l;
 }
 
@@ -979,58 +1187,59 @@ RP_TRACKED_FUNCTION(rp_release_lease, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 	text	   *name;
 	text	   *token;
 	int64		fence;
-	RpLease    *l;
-	RpLease    *mine;
 	bool		fence_isnull;
+	bool		mine;
 	bool		released;
+	RpLease    *l;
 
 	rp_lease_arg(fcinfo, 0, &name, &token, &fence, &fence_isnull);
-	l = rp_transient_lease(name, token);
-	if (l->token[0] == '\0' || l->namelen == 0)
+	l = rp_lease_of(name, token, &mine);
+	if (l->token[0] == '\0')
 		PG_RETURN_BOOL(false);
-	released = rp_release_leases(list_make1(l), false, NULL) == 1;
-	mine = rp_registry_find(l->name, l->namelen, l->token);
+	released = rp_release_leases(&l, 1, false, NULL) == 1;
 	if (mine)
-		rp_registry_remove(mine);
+		rp_registry_remove(l);
 	PG_RETURN_BOOL(released);
 }
 
 RP_TRACKED_FUNCTION(rp_release_name, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 {
 	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
-	RpLease    *mine = rp_registry_find(VARDATA_ANY(name_t),
-										VARSIZE_ANY_EXHDR(name_t), NULL);
+	const char *name = VARDATA_ANY(name_t);
+	size_t		namelen = VARSIZE_ANY_EXHDR(name_t);
+	RpLease    *mine = rp_registry_find(name, namelen);
 	bool		released;
 
+	/* A semaphore permit is a lease too (docs/semaphore.md). */
+	if (mine == NULL)
+		mine = rp_registry_find_kind(name, namelen, RP_LEASE_PERMIT);
 	if (mine == NULL)
 	{
-		rp_pool_warn_release_not_held(VARDATA_ANY(name_t), VARSIZE_ANY_EXHDR(name_t));	/* pool.c */
+		rp_pool_warn_release_not_held(name, namelen);	/* pool.c */
 		PG_RETURN_BOOL(false);
 	}
-	released = rp_release_leases(list_make1(mine), false, NULL) == 1;
+	released = rp_release_leases(&mine, 1, false, NULL) == 1;
 	rp_registry_remove(mine);
 	PG_RETURN_BOOL(released);
 }
 
 RP_TRACKED_FUNCTION(rp_release_all, RP_PRIM_RELEASE_ALL, RP_OUT_PLAIN)
 {
-	List	   *all = rp_leases_held;
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+	RpLease   **all;
+	int			n = 0;
 	int			released;
-	ListCell   *lc;
 
-	if (all == NIL)
+	if (rp_held == NULL || hash_get_num_entries(rp_held) == 0)
 		PG_RETURN_INT32(0);
-	released = rp_release_leases(all, false, NULL);
-	rp_leases_held = NIL;
-	foreach(lc, all)
-	{
-		RpLease    *l = lfirst(lc);
-
-		rp_locks_unpublish(l);
-		pfree(l->name);
-		pfree(l);
-	}
-	list_free(all);
+	all = palloc(sizeof(RpLease *) * hash_get_num_entries(rp_held));
+	hash_seq_init(&seq, rp_held);
+	while ((l = hash_seq_search(&seq)) != NULL)
+		all[n++] = l;
+	released = rp_release_leases(all, n, false, NULL);
+	for (int i = 0; i < n; i++)
+		rp_registry_remove(all[i]);
 	PG_RETURN_INT32(released);
 }
 
@@ -1040,25 +1249,23 @@ RP_TRACKED_FUNCTION(rp_extend, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 	text	   *token;
 	int64		fence;
 	int64		ttl_ms;
+	bool		mine;
 	RpLease    *l;
-	RpLease    *mine;
 	RpArg		keys[1];
 	RpArg		argv[2];
 	TimestampTz sent;
-	TimestampTz expires;
 
 	/* The fence is required: the lease returned carries it. */
 	rp_lease_arg(fcinfo, 0, &name, &token, &fence, NULL);
 	ttl_ms = rp_arg_int8(fcinfo, 1, "ttl_ms", 1, RP_MAX_TTL_MS);
-	l = rp_transient_lease(name, token);
-	if (l->token[0] == '\0' || l->namelen == 0)
+	l = rp_lease_of(name, token, &mine);
+	if (l->token[0] == '\0')
 		PG_RETURN_NULL();
-	keys[0] = rp_key(l->name, l->namelen,
-					 l->kind == RP_LEASE_PERMIT ? "sem" : "lock");
+	keys[0].data = l->key;
+	keys[0].len = l->keylen;
 	argv[0] = rp_arg_str(l->token);
 	argv[1] = rp_arg_int(ttl_ms);
 	sent = GetCurrentTimestamp();
-	mine = rp_registry_find(l->name, l->namelen, l->token);
 	if (rp_reply_int(rp_lock_eval(l->kind == RP_LEASE_PERMIT ?
 								  &rp_script_semaphore_extend : &rp_script_lock_extend,
 								  1, keys, 2, argv),
@@ -1066,18 +1273,17 @@ RP_TRACKED_FUNCTION(rp_extend, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 	{
 		/* Not ours any more: stop believing it. */
 		if (mine)
-			rp_registry_remove(mine);
+			rp_registry_remove(l);
 		PG_RETURN_NULL();
 	}
-	expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
+	l->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
+	/* The registry's fence, not whatever the caller passed. */
 	if (mine)
-		mine->expires_at = expires;
-	if (mine)
-		rp_locks_publish(mine, mine->name, mine->namelen, mine->fence, expires, mine->xact);
-	PG_RETURN_DATUM(rp_make_lease(fcinfo, l->name, l->namelen, l->token,
-								  fence, expires));
+		rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
+	else
+		l->fence = fence;
+	PG_RETURN_DATUM(rp_make_lease(fcinfo, l));
 }
-
 RP_TRACKED_FUNCTION(rp_lock_info, RP_PRIM_LOCK_INFO, RP_OUT_PLAIN)
 {
 	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
@@ -1118,20 +1324,41 @@ RP_TRACKED_FUNCTION(rp_lock_info, RP_PRIM_LOCK_INFO, RP_OUT_PLAIN)
 													  values, nulls)));
 }
 
+static int
+rp_lease_seq_cmp(const void *a, const void *b)
+{
+	uint64		x = (*(RpLease *const *) a)->seq;
+	uint64		y = (*(RpLease *const *) b)->seq;
+
+	return (x > y) - (x < y);
+}
+
+/* rp_leases(): the live leases this session believes it holds, oldest first. */
 PG_FUNCTION_INFO_V1(rp_leases);
 Datum
 rp_leases(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ListCell   *lc;
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+	RpLease   **all;
+	int			n = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
-	foreach(lc, rp_leases_held)
+	if (rp_held == NULL)
+		return (Datum) 0;
+	rp_registry_sweep();
+	all = palloc(sizeof(RpLease *) * Max(hash_get_num_entries(rp_held), 1));
+	hash_seq_init(&seq, rp_held);
+	while ((l = hash_seq_search(&seq)) != NULL)
+		all[n++] = l;
+	qsort(all, n, sizeof(RpLease *), rp_lease_seq_cmp);
+	for (int i = 0; i < n; i++)
 	{
-		RpLease    *l = lfirst(lc);
 		Datum		values[4];
 		bool		nulls[4] = {false, false, false, false};
 
+		l = all[i];
 		values[0] = PointerGetDatum(cstring_to_text_with_len(l->name, l->namelen));
 		values[1] = CStringGetTextDatum(l->token);
 		values[2] = Int64GetDatum(l->fence);
@@ -1142,124 +1369,78 @@ rp_leases(PG_FUNCTION_ARGS)
 }
 
 /* ------------------------------------------------------------------------
- * Registry lookup for the fence guard (core's restructure replaces this).
- * ------------------------------------------------------------------------
- */
-
-/*
- * The lease this session holds on name with the latest deadline, if any.
- * The registry keeps one lease per name (a new grant drops the old one), but
- * taking the latest deadline keeps the answer right if that ever changes.
- */
-bool
-rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
-				TimestampTz *expires_at)
-{
-	ListCell   *lc;
-	RpLease    *best = NULL;
-
-	foreach(lc, rp_leases_held)
-	{
-		RpLease    *l = lfirst(lc);
-
-		if (l->namelen == namelen && memcmp(l->name, name, namelen) == 0 &&
-			(best == NULL || l->expires_at > best->expires_at))
-			best = l;
-	}
-	if (best == NULL)
-		return false;
-	*fence = best->fence;
-	*expires_at = best->expires_at;
-	return true;
-}
-
-/* ------------------------------------------------------------------------
  * Pool-safe forms (the "apps" area; see docs/applications.md).
  *
  * rp_release(name, token) and rp_extend(name, token, ttl_ms) act by token
  * alone, from any connection: a pooled client's release lands on whichever
  * backend the pool hands it, which need not be the one that acquired.  When
  * this session's registry does hold that token, it is kept consistent:
- * forgotten on release, its deadline moved on extend.  Also here: what the
- * pool module (pool.c) needs from the registry.
+ * forgotten on release, its deadline moved on extend, and its own key used.
+ * Also here: what the pool module (pool.c) needs from the registry.
  * ------------------------------------------------------------------------
  */
 
 /* Name and token arguments: 22004 for NULL, 22023 for empty. */
 static RpLease *
-rp_token_args(FunctionCallInfo fcinfo)
+rp_token_args(FunctionCallInfo fcinfo, bool *mine)
 {
 	text	   *name = rp_arg_text(fcinfo, 0, "lock name");
 	text	   *token = rp_arg_text(fcinfo, 1, "lease token");
 
-	return rp_transient_lease(name, token);
+	rp_register_callbacks();
+	return rp_lease_of(name, token, mine);
 }
 
 RP_TRACKED_FUNCTION(rp_release_token, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 {
-	RpLease    *l = rp_token_args(fcinfo);
-	RpLease    *mine;
+	bool		mine;
+	RpLease    *l = rp_token_args(fcinfo, &mine);
 	bool		released;
 
-	rp_register_callbacks();
 	/* Not one of our tokens' shape: no lease can hold it. */
 	if (l->token[0] == '\0')
 		PG_RETURN_BOOL(false);
-	released = rp_release_leases(list_make1(l), false, NULL) == 1;
-	mine = rp_registry_find(l->name, l->namelen, l->token);
+	released = rp_release_leases(&l, 1, false, NULL) == 1;
 	if (mine)
-		rp_registry_remove(mine);
+		rp_registry_remove(l);
 	PG_RETURN_BOOL(released);
 }
 
 /*
- * rp_extend(name, token, ttl_ms) for a semaphore permit (its token begins
- * with 's'): the permit's own compare-and-extend script.  Redis keeps no
- * fence per permit, so the lease returned carries the fence only when this
- * session holds the permit; from another session its fence is NULL.
+ * rp_extend(name, token, ttl_ms) for a semaphore permit this session does not
+ * hold (its token begins with 's'): the permit's own compare-and-extend
+ * script.  Redis keeps no fence per permit, so the lease returned carries a
+ * NULL fence; the session holding the permit gets its fence (below).
  */
 static Datum
 rp_extend_permit_token(FunctionCallInfo fcinfo, RpLease *l, int64 ttl_ms)
 {
-	RpLease    *mine = rp_registry_find(l->name, l->namelen, l->token);
-	RpArg		key = rp_key(l->name, l->namelen, "sem");
+	RpArg		key = {l->key, l->keylen};
 	RpArg		argv[2];
 	TimestampTz sent = GetCurrentTimestamp();
 	TupleDesc	tupdesc;
 	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
+	bool		nulls[4] = {false, false, true, false};
 
 	argv[0] = rp_arg_str(l->token);
 	argv[1] = rp_arg_int(ttl_ms);
 	if (rp_reply_int(rp_lock_eval(&rp_script_semaphore_extend, 1, &key, 2, argv),
 					 "semaphore_extend") != 1)
-	{
-		/* Not ours any more: stop believing it. */
-		if (mine)
-			rp_registry_remove(mine);
 		PG_RETURN_NULL();
-	}
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	values[0] = PointerGetDatum(cstring_to_text_with_len(l->name, l->namelen));
 	values[1] = CStringGetTextDatum(l->token);
-	values[2] = Int64GetDatum(mine ? mine->fence : 0);
-	nulls[2] = (mine == NULL);
+	values[2] = (Datum) 0;
 	values[3] = TimestampTzGetDatum(TimestampTzPlusMilliseconds(sent, ttl_ms));
-	if (mine)
-	{
-		mine->expires_at = DatumGetTimestampTz(values[3]);
-		rp_locks_publish(mine, mine->name, mine->namelen, mine->fence,
-						 mine->expires_at, mine->xact);
-	}
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
 }
 
 RP_TRACKED_FUNCTION(rp_extend_token, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 {
-	RpLease    *l = rp_token_args(fcinfo);
+	bool		mine;
+	RpLease    *l = rp_token_args(fcinfo, &mine);
 	int64		ttl_ms = rp_arg_int8(fcinfo, 2, "ttl_ms", 1, RP_MAX_TTL_MS);
-	RpLease    *mine;
 	RpArg		keys[2];
 	RpArg		argv[2];
 	RpReply    *r;
@@ -1267,37 +1448,53 @@ RP_TRACKED_FUNCTION(rp_extend_token, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 	TimestampTz expires;
 	int64		fence;
 
-	rp_register_callbacks();
 	if (l->token[0] == '\0')
 		PG_RETURN_NULL();
-	if (l->kind == RP_LEASE_PERMIT)
-		return rp_extend_permit_token(fcinfo, l, ttl_ms);
-	keys[0] = rp_key(l->name, l->namelen, "lock");
+	keys[0].data = l->key;
+	keys[0].len = l->keylen;
+	/* The same hash tag as the lock key, so the same slot. */
 	keys[1] = rp_key(l->name, l->namelen, "fence");
 	argv[0] = rp_arg_str(l->token);
 	argv[1] = rp_arg_int(ttl_ms);
-	mine = rp_registry_find(l->name, l->namelen, l->token);
 	sent = GetCurrentTimestamp();
-	r = rp_lock_eval(&rp_script_lock_extend_token, 2, keys, 2, argv);
-	if (rp_reply_is_nil(r))
+	if (l->kind == RP_LEASE_PERMIT)
 	{
-		/* Not ours any more: stop believing it. */
-		if (mine)
-			rp_registry_remove(mine);
-		PG_RETURN_NULL();
+		/*
+		 * A permit: its own extend script.  Only this session knows its
+		 * fence (a semaphore has no per-permit counter value to read back).
+		 */
+		if (!mine)
+			return rp_extend_permit_token(fcinfo, l, ttl_ms);
+		if (rp_reply_int(rp_lock_eval(&rp_script_semaphore_extend, 1, keys, 2, argv),
+						 "semaphore_extend") != 1)
+		{
+			rp_registry_remove(l);
+			PG_RETURN_NULL();
+		}
+		fence = l->fence;
 	}
-	if (r->type != RP_REPLY_STRING)
-		elog(ERROR, "unexpected Redis reply for lock_extend_token: expected a decimal string");
-	/* The session's own record is exact; otherwise the counter (see script). */
-	fence = mine ? mine->fence : pg_strtoint64(r->str);
+	else
+	{
+		r = rp_lock_eval(&rp_script_lock_extend_token, 2, keys, 2, argv);
+		if (rp_reply_is_nil(r))
+		{
+			/* Not ours any more: stop believing it. */
+			if (mine)
+				rp_registry_remove(l);
+			PG_RETURN_NULL();
+		}
+		if (r->type != RP_REPLY_STRING)
+			elog(ERROR, "unexpected Redis reply for lock_extend_token: expected a decimal string");
+		/* The session's own record is exact; otherwise the counter (see script). */
+		fence = mine ? l->fence : pg_strtoint64(r->str);
+	}
 	/* Counted from when it was asked for: conservative, like rp_acquire. */
 	expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
+	l->expires_at = expires;
+	l->fence = fence;
 	if (mine)
-		mine->expires_at = expires;
-	if (mine)
-		rp_locks_publish(mine, mine->name, mine->namelen, mine->fence, expires, mine->xact);
-	PG_RETURN_DATUM(rp_make_lease(fcinfo, l->name, l->namelen, l->token,
-								  fence, expires));
+		rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
+	PG_RETURN_DATUM(rp_make_lease(fcinfo, l));
 }
 
 /*
@@ -1308,32 +1505,23 @@ RP_TRACKED_FUNCTION(rp_extend_token, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 int
 rp_lock_release_session_leases(void)
 {
-	List	   *session = NIL;
-	ListCell   *lc;
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+	RpLease   **take;
+	int			n = 0;
 	int			released;
 
-	foreach(lc, rp_leases_held)
-	{
-		RpLease    *l = lfirst(lc);
-
-		if (!l->xact)
-		{
-			session = lappend(session, l);
-			rp_locks_unpublish(l);
-			rp_leases_held = foreach_delete_current(rp_leases_held, lc);
-		}
-	}
-	if (session == NIL)
+	if (rp_held == NULL || hash_get_num_entries(rp_held) == 0)
 		return 0;
-	released = rp_release_leases(session, true, NULL);
-	foreach(lc, session)
-	{
-		RpLease    *l = lfirst(lc);
-
-		pfree(l->name);
-		pfree(l);
-	}
-	list_free(session);
+	take = palloc(sizeof(RpLease *) * hash_get_num_entries(rp_held));
+	hash_seq_init(&seq, rp_held);
+	while ((l = hash_seq_search(&seq)) != NULL)
+		if (!l->xact)
+			take[n++] = l;
+	released = rp_release_leases(take, n, true, NULL);
+	for (int i = 0; i < n; i++)
+		rp_registry_remove(take[i]);
+	pfree(take);
 	return released;
 }
 
@@ -1346,7 +1534,8 @@ rp_lock_release_session_leases(void)
  * key (":sem", a sorted set, instead of ":lock") and the release and extend
  * scripts.  The kind is also written into the token itself (a permit's
  * begins with 's', which no hex lock token can), so rp_release(lease) and
- * rp_extend work for a permit from any session.
+ * rp_extend work for a permit from any session.  An acquire is recorded
+ * (rp_lease_pending) before it is sent, like a lock's.
  * ------------------------------------------------------------------------
  */
 
@@ -1385,44 +1574,64 @@ rp_lease_find_live(const char *name, size_t namelen, RpLeaseKind kind,
 	return true;
 }
 
+void *
+rp_lease_pending(const char *name, size_t namelen, const char *token,
+				 TimestampTz expires_at, RpLeaseKind kind)
+{
+	rp_register_callbacks();
+	/* Until Redis answers it may be hung (see rp_try_acquire). */
+	rp_redis_answered = false;
+	return rp_unsettled_add(name, namelen, kind,
+							rp_key(name, namelen, RP_KIND_SUFFIX(kind)),
+							token, expires_at);
+}
+
+void
+rp_lease_settle(void *pending, int64 fence, bool xact)
+{
+	RpLease    *u = pending;
+	RpLease    *stale;
+
+	rp_redis_answered = true;
+	if (fence <= 0)
+	{
+		rp_unsettled_forget(u);
+		return;
+	}
+	/* One lease of a kind per name: one that expired is forgotten. */
+	stale = rp_registry_find_kind(u->name, u->namelen, u->kind);
+	if (stale != NULL)
+		rp_registry_remove(stale);
+	(void) rp_registry_add(u, fence, xact, false);
+}
+
 void
 rp_lease_remember(const char *name, size_t namelen, const char *token,
 				  int64 fence, TimestampTz expires_at, bool xact,
 				  RpLeaseKind kind)
 {
-	RpLease    *stale;
-
-	rp_register_callbacks();
-	/* One lease of a kind per name: one that expired is forgotten. */
-	while ((stale = rp_registry_find_kind(name, namelen, kind)) != NULL)
-		rp_registry_remove(stale);
-	(void) rp_registry_add_kind(name, namelen, token, fence, expires_at, xact,
-								false, kind);
+	rp_lease_settle(rp_lease_pending(name, namelen, token, expires_at, kind),
+					fence, xact);
 }
 
 void
 rp_lease_orphan(const char *name, size_t namelen, const char *token,
 				TimestampTz expires_at, RpLeaseKind kind)
 {
-	MemoryContext old;
-	RpLease    *o;
-
-	rp_register_callbacks();
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	o = palloc0(sizeof(RpLease));
-	o->name = pnstrdup(name, namelen);
-	o->namelen = namelen;
-	memcpy(o->token, token, RP_TOKEN_LEN + 1);
-	o->expires_at = expires_at;
-	o->kind = kind;
-	rp_orphans = lappend(rp_orphans, o);
-	rp_redis_answered = false;
-	MemoryContextSwitchTo(old);
+	(void) rp_lease_pending(name, namelen, token, expires_at, kind);
 }
 
 Datum
 rp_lease_datum(FunctionCallInfo fcinfo, const char *name, size_t namelen,
 			   const char *token, int64 fence, TimestampTz expires_at)
 {
-	return rp_make_lease(fcinfo, name, namelen, token, fence, expires_at);
+	RpLease		l;
+
+	memset(&l, 0, sizeof(l));
+	l.name = (char *) name;
+	l.namelen = namelen;
+	strlcpy(l.token, token, sizeof(l.token));
+	l.fence = fence;
+	l.expires_at = expires_at;
+	return rp_make_lease(fcinfo, &l);
 }

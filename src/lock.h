@@ -1,10 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * lock.h
- *		The lease lock: acquire, release, extend, and the session's registry.
+ *		The lease lock: acquire, release, extend, and the session's registry
+ *		of leases.
  *
- * Other primitives that need a lease-shaped lock (leader election) use the
- * key builders here so that every lock of a name shares one fence counter.
+ * Before editing, know this: the registry is keyed by name and every entry
+ * remembers the full Redis key it was taken under, so a later change of
+ * key_prefix never misdirects a release, extend or commit-time check.
+ * Entries enter through rp_registry_add and leave through
+ * rp_registry_remove, nowhere else.
  *
  *-------------------------------------------------------------------------
  */
@@ -15,12 +19,10 @@
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
-#include "datatype/timestamp.h"
 
 #include "conn.h"
 
-/* Longest lease or wait we accept, in ms (Redis rejects PX past int64 time). */
-#define RP_MAX_TTL_MS	INT64CONST(1000000000000)
+#include "args.h"				/* rp_arg_text, rp_arg_int8, RP_MAX_TTL_MS */
 
 extern void rp_lock_init(void);
 
@@ -38,7 +40,7 @@ typedef enum RpLeaseKind
 
 extern RpLeaseKind rp_token_kind(const char *token);
 extern void rp_lease_new_token(char *out, RpLeaseKind kind);
-/* rp_eval that also tells the registry Redis answers (orphans go then). */
+/* rp_eval that also tells the registry Redis answers (unsettled go then). */
 extern RpReply *rp_lease_eval(const RpScript *script, int nkeys, const RpArg *keys,
 							  int nargs, const RpArg *argv);
 /* The session's live lease of this kind on name: token (RP_TOKEN_LEN + 1). */
@@ -48,17 +50,21 @@ extern bool rp_lease_find_live(const char *name, size_t namelen, RpLeaseKind kin
 extern void rp_lease_remember(const char *name, size_t namelen, const char *token,
 							  int64 fence, TimestampTz expires_at, bool xact,
 							  RpLeaseKind kind);
+/*
+ * Record an acquire about to be sent (before sending it): until settled it
+ * is released at transaction end or backend exit, as a lock's acquire is.
+ * Settle with the fence granted (the lease enters the registry) or 0 (not
+ * granted: forgotten).  An acquire that threw stays recorded.
+ */
+extern void *rp_lease_pending(const char *name, size_t namelen, const char *token,
+							  TimestampTz expires_at, RpLeaseKind kind);
+extern void rp_lease_settle(void *pending, int64 fence, bool xact);
 /* Record a lease Redis may have granted to a call that failed. */
 extern void rp_lease_orphan(const char *name, size_t namelen, const char *token,
 							TimestampTz expires_at, RpLeaseKind kind);
 /* An rp_lease datum for fcinfo's result type. */
 extern Datum rp_lease_datum(FunctionCallInfo fcinfo, const char *name, size_t namelen,
 							const char *token, int64 fence, TimestampTz expires_at);
-
-/* Argument checks shared by the SQL functions of every primitive. */
-extern text *rp_arg_text(FunctionCallInfo fcinfo, int argno, const char *what);
-extern int64 rp_arg_int8(FunctionCallInfo fcinfo, int argno, const char *what,
-						 int64 min, int64 max);
 
 /*
  * The session's live lease on a name, from its own registry (no round trip):

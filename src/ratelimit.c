@@ -29,6 +29,7 @@
 #include "utils/memutils.h"
 
 #include "conn.h"
+#include "args.h"
 #include "lock.h"
 #include "ratelimit.h"
 #include "redis_primitives.h"

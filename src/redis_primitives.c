@@ -18,8 +18,10 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
+#include "args.h"
 #include "conn.h"
 #include "lock.h"
+#include "orphans.h"
 #include "redis_primitives.h"
 #include "stats.h"
 #include "sentinel_auth.h"
@@ -71,6 +73,7 @@ void
 _PG_init(void)
 {
 	rp_conn_init();
+	rp_orphans_init();
 	rp_tls_init();
 	rp_sentinel_auth_init();
 	rp_lock_init();

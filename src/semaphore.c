@@ -71,27 +71,23 @@ rp_sem_try(const char *name, size_t namelen, const char *token, int32 permits,
 }
 
 /*
- * rp_sem_try that remembers the token as a possible orphan when the call
- * fails after it may have been sent: Redis may still grant the permit (or
- * queue the waiter) when it wakes, and only this backend knows the token.
+ * rp_sem_try recorded before it is sent (rp_lease_pending): Redis may grant
+ * the permit (or queue the waiter) after a cancel, a timeout or a FATAL, and
+ * only this backend knows the token, so the registry releases it at
+ * transaction end or backend exit unless the answer settled it.  A grant
+ * enters the registry here.
  */
 static int64
 rp_sem_try_recorded(const char *name, size_t namelen, const char *token,
-					int32 permits, int64 ttl_ms, bool queue, TimestampTz sent)
+					int32 permits, int64 ttl_ms, bool queue, TimestampTz sent,
+					bool xact)
 {
-	volatile int64 fence = 0;
+	void	   *pending = rp_lease_pending(name, namelen, token,
+										   TimestampTzPlusMilliseconds(sent, ttl_ms),
+										   RP_LEASE_PERMIT);
+	int64		fence = rp_sem_try(name, namelen, token, permits, ttl_ms, queue);
 
-	PG_TRY();
-	{
-		fence = rp_sem_try(name, namelen, token, permits, ttl_ms, queue);
-	}
-	PG_CATCH();
-	{
-		rp_lease_orphan(name, namelen, token,
-						TimestampTzPlusMilliseconds(sent, ttl_ms), RP_LEASE_PERMIT);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	rp_lease_settle(pending, fence, xact);
 	return fence;
 }
 
@@ -168,7 +164,7 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		long		pause;
 
 		fence = rp_sem_try_recorded(name, namelen, token, permits, ttl_ms,
-									!last, sent);
+									!last, sent, xact);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(attempt_cxt);
 
@@ -176,8 +172,6 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		{
 			/* Counted from when it was asked for: conservative. */
 			expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
-			rp_lease_remember(name, namelen, token, fence, expires, xact,
-							  RP_LEASE_PERMIT);
 			PG_RETURN_DATUM(rp_lease_datum(fcinfo, name, namelen, token, fence, expires));
 		}
 		if (last)

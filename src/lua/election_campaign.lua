@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- election_campaign.lua: become leader, or renew if already leader.
 --
 -- An election is the lock of its name held by a node (docs/decisions/
@@ -25,6 +25,10 @@
 -- decimal string}, so that a follower learns the highest epoch issued.  A
 -- leader that campaigns again keeps its epoch and gets a fresh lease.
 -- Integers are compared as decimal strings: Lua numbers are doubles.
+--
+-- allow-oom: a renewal must keep working when Redis is full (maxmemory with
+-- noeviction), or every leader would step down at once; a takeover under
+-- memory pressure writes one small hash and one counter increment.
 local function less(a, b)
   if #a ~= #b then return #a < #b end
   return a < b

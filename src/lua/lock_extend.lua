@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- lock_extend.lua: compare-and-pexpire.
 --
 -- KEYS[1]  <prefix>{name}:lock
@@ -6,7 +6,8 @@
 -- ARGV[2]  new ttl in milliseconds, counted from now
 --
 -- Returns 1 when the lease was still the caller's and now lives ttl ms more,
--- 0 otherwise.  The fence token does not change.
+-- 0 otherwise.  The fence token does not change.  allow-oom: keeping a lease
+-- alive needs no new memory, and must work when Redis is full.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1

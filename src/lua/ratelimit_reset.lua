@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- ratelimit_reset.lua: forget every algorithm's state of one rate-limit key.
 --
 -- KEYS[1..n]  <prefix>{key}:rl:<algorithm> for every algorithm; they share

@@ -1,0 +1,39 @@
+/*-------------------------------------------------------------------------
+ *
+ * orphans.h
+ *		Leases a backend could not release before it exited, handed to the
+ *		background worker through a small shared-memory queue.
+ *
+ * Before editing, know this: the queue exists only when the library is in
+ * shared_preload_libraries; without it a hand-off does nothing and the lease
+ * expires by its TTL (docs/failures.md).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RP_ORPHANS_H
+#define RP_ORPHANS_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+
+/* Request the shared memory (from _PG_init, only when preloading). */
+extern void rp_orphans_init(void);
+
+/*
+ * Queue (key, token) for release by the worker; false when there is no
+ * queue, it is full, or the key is too long for a slot.  Never throws.
+ */
+extern bool rp_orphans_handoff(const char *key, size_t keylen,
+							   const char *token, TimestampTz expires_at);
+
+/* The worker: it is the one to wake on a hand-off. */
+extern void rp_orphans_set_worker(void);
+
+/*
+ * The worker: try to release everything queued (quietly, bounded).  Returns
+ * true when entries are left that need another try.
+ */
+extern bool rp_orphans_drain(void);
+
+#endif							/* RP_ORPHANS_H */

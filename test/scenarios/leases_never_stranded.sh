@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Leases that are never stranded, misdirected or leaked (issue 10).  Each
+# block reproduces one way 1.0 lost track of a lease Redis had granted, shows
+# what the naive client would be left with, and checks that the lease now
+# ends with the call, the transaction or the backend.
+source "$(dirname "$0")/tap.bash"
+source "$(dirname "$0")/../../scripts/lib.sh"
+plan 37
+held() { q "SELECT (rp_lock_info('$1')).held"; }
+pttl() { redis pttl "$(key "$1" lock)"; }
+wait_free() {  # name seconds : 0 when the lock is free within that time
+	local i
+	for i in $(seq $(( $2 * 20 ))); do [ "$(held "$1")" = f ] && return 0; sleep 0.05; done
+	return 1
+}
+
+# ---- 1. cancel or lost connection during the fence_replicas WAIT ---------
+# No replica is attached, so WAIT 1 blocks until fence_replicas_timeout:
+# statement_timeout cancels the call while the lease is already granted.
+session_open s
+out=$(session_q s "SET redis_primitives.fence_replicas = 1; SET redis_primitives.fence_replicas_timeout = 1000; SET statement_timeout = 300; SELECT rp_acquire('wr1', 600000)")
+is "$out" "ERROR:  57014" "statement_timeout during the WAIT cancels rp_acquire (57014)"
+is "$(held wr1)" "f" "and the lease it was granted is released at the abort, not left for 600 s"
+# Naive twin: SET NX PX then WAIT from a client that gives up keeps the key.
+redis set naive:wr1 tok nx px 600000 >/dev/null
+timeout 0.3 redis-cli -p "$REDIS_PORT" wait 1 1000 >/dev/null 2>&1
+cmp_ok "$(redis pttl naive:wr1)" -gt 500000 "naive twin: a client cancelled in WAIT leaves its key for the whole TTL"
+session_q s "SET statement_timeout = 0; SET redis_primitives.fence_replicas_timeout = 5000; SET redis_primitives.command_timeout = 20000" >/dev/null
+( sleep 0.5; redis client kill type normal >/dev/null ) & killer=$!
+out=$(session_q s "SELECT rp_acquire('wr2', 600000)")
+wait $killer
+is "$out" "ERROR:  08006" "a lost connection during the WAIT fails the call with 08006"
+is "$(held wr2)" "f" "and the lease is released (reconnecting at the abort), not stranded"
+session_close s
+
+# ---- 2. pg_terminate_backend during an acquire Redis has not answered ----
+# Redis sleeps 2 s; the acquire queued behind it is terminated.  The exit
+# release cannot reach Redis in time either; the lease must still end
+# within seconds of Redis waking (the background worker owns it then).
+redis debug sleep 2 >/dev/null 2>&1 & sleeper=$!
+sleep 0.3
+psql -X -q -d "$RP_DB" -c "SET application_name = 'term1'" -c "SET redis_primitives.command_timeout = '10s'" \
+     -c "SELECT rp_acquire('term1', 600000)" >/dev/null 2>&1 & caller=$!
+for i in $(seq 40); do [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'term1' AND state = 'active'")" = 1 ] && break; sleep 0.05; done
+sleep 0.2
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'term1'" >/dev/null
+wait $sleeper; t=$(now_ms)
+wait $caller
+wait_free term1 5; ok $? "a backend terminated inside rp_acquire: its lease is released within seconds of Redis answering ($(( $(now_ms) - t )) ms)"
+redis set naive:term1 tok nx px 600000 >/dev/null
+cmp_ok "$(redis pttl naive:term1)" -gt 500000 "naive twin: a SET NX PX whose client died keeps its key for the whole TTL"
+
+# ---- 3. key_prefix changed mid-session ----------------------------------
+session_open s
+session_q s "SELECT (rp_acquire('kp1', 30000)).fence IS NOT NULL; CREATE TEMP TABLE kl AS SELECT * FROM rp_acquire('kp2', 30000)" >/dev/null
+session_q s "SET redis_primitives.key_prefix = 'other:'" >/dev/null
+is "$(session_q s "SELECT rp_release('kp1')")" "t" "SET key_prefix: rp_release(name) still releases the lease taken under the old prefix"
+is "$(held kp1)" "f" "and the key under the old prefix is gone"
+is "$(session_q s "SELECT (rp_extend(ROW(name, token, fence, expires_at)::rp_lease, 60000)).fence = fence FROM kl")" "t" "rp_extend still extends the lease under its own key"
+cmp_ok "$(pttl kp2)" -gt 30000 "the old-prefix key got the new TTL"
+is "$(redis exists 'other:{kp2}:lock')" "0" "nothing was written under the new prefix"
+session_q s "RESET redis_primitives.key_prefix; SELECT rp_release_all()" >/dev/null
+out=$(session_q s "BEGIN; SELECT rp_acquire_xact('kp3', 30000, 0, 0, true) IS NOT NULL; SET LOCAL redis_primitives.key_prefix = 'x:'; COMMIT")
+is "$(echo $out)" "t" "SET LOCAL key_prefix: verify_at_commit checks the lease's own key (no false RP002)"
+is "$(held kp3)" "f" "and the xact lease is released under its own key at COMMIT"
+session_close s
+# The background elector resigns under the old prefix when it changes.
+q "ALTER SYSTEM SET redis_primitives.elections = 'kpe'" "ALTER SYSTEM SET redis_primitives.election_renew = 300" "SELECT pg_reload_conf()" >/dev/null
+for i in $(seq 100); do [ "$(q "SELECT rp_is_leader('kpe')")" = t ] && break; sleep 0.1; done
+is "$(redis exists 'rp:{kpe}:leader')" "1" "the elector leads 'kpe' under rp:"
+q "ALTER SYSTEM SET redis_primitives.key_prefix = 'kpnew:'" "SELECT pg_reload_conf()" >/dev/null
+for i in $(seq 100); do [ "$(redis exists 'kpnew:{kpe}:leader')" = 1 ] && break; sleep 0.1; done
+is "$(redis exists 'rp:{kpe}:leader')" "0" "after a reload of key_prefix it resigned under the old prefix"
+q "ALTER SYSTEM RESET redis_primitives.elections" "ALTER SYSTEM RESET redis_primitives.election_renew" \
+  "ALTER SYSTEM RESET redis_primitives.key_prefix" "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+
+# ---- 4. verify_at_commit stops writes made through postgres_fdw ---------
+q "CREATE EXTENSION IF NOT EXISTS postgres_fdw" \
+  "DROP SERVER IF EXISTS rp_loop CASCADE" \
+  "CREATE SERVER rp_loop FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '$PGHOST', port '$PGPORT', dbname '$RP_DB')" \
+  "CREATE USER MAPPING FOR CURRENT_USER SERVER rp_loop" \
+  "DROP TABLE IF EXISTS fdw_remote, fdw_local" \
+  "CREATE TABLE fdw_remote (id int, v text)" "INSERT INTO fdw_remote VALUES (1, 'old')" \
+  "CREATE TABLE fdw_local (id int, v text)" "INSERT INTO fdw_local VALUES (1, 'old')" \
+  "CREATE FOREIGN TABLE fdw_ft (id int, v text) SERVER rp_loop OPTIONS (table_name 'fdw_remote')" >/dev/null
+fdw_try() {  # verify : the SQLSTATE of the COMMIT, then both rows
+	q "UPDATE fdw_remote SET v = 'old'" "UPDATE fdw_local SET v = 'old'" >/dev/null
+	q_state "BEGIN" "SELECT rp_acquire_xact('fdw1', 200, verify_at_commit => $1)" "UPDATE fdw_ft SET v = 'new'" \
+	        "UPDATE fdw_local SET v = 'new'" "SELECT pg_sleep(0.4)" "COMMIT"
+	q "SELECT v FROM fdw_remote" "SELECT v FROM fdw_local"
+}
+out=$(fdw_try false)
+is "$(echo $out)" "OK new new" "naive twin: without verify_at_commit both writes commit after the lease was lost"
+out=$(fdw_try true)
+is "$(echo $out)" "RP002 old old" "with verify_at_commit: RP002, and neither the local nor the remote write committed"
+
+# ---- 5. re-acquiring a name keeps the commit-time check of the lost lease -
+q "CREATE TABLE IF NOT EXISTS rv_ledger (entry text)" "TRUNCATE rv_ledger" >/dev/null
+out=$(q_state "BEGIN" "SELECT rp_acquire_xact('vr1', 100, verify_at_commit => true)" "INSERT INTO rv_ledger VALUES ('lost')" \
+      "SELECT pg_sleep(0.3)" "SELECT rp_acquire_xact('vr1', 10000)" "COMMIT")
+is "$out" "RP002" "re-acquiring a name whose verified lease expired: COMMIT still fails with RP002"
+is "$(q "SELECT count(*) FROM rv_ledger")" "0" "and the write made under the lost lease is rolled back"
+
+# ---- 6. extend, renew, release and resign under maxmemory + noeviction ---
+q "SELECT (rp_acquire('oom1', 30000)).fence IS NOT NULL" >/dev/null
+session_open s
+session_q s "CREATE TEMP TABLE ol AS SELECT * FROM rp_acquire('oom2', 30000); SELECT rp_campaign('oome', 'n1', 30000)" >/dev/null
+redis config set maxmemory 1 >/dev/null
+is "$(redis set oomprobe x 2>&1 | cut -d' ' -f1)" "OOM" "Redis is full: a plain SET is refused with OOM"
+is "$(session_q s "SELECT rp_extend(ROW(name, token, fence, expires_at)::rp_lease, 60000) IS NOT NULL FROM ol")" "t" "rp_extend works under maxmemory"
+is "$(session_q s "SELECT rp_campaign('oome', 'n1', 30000) IS NOT NULL")" "t" "a renewing rp_campaign works under maxmemory"
+is "$(session_q s "SELECT (rp_lock_info('oom2')).held")" "t" "rp_lock_info (no-writes) works under maxmemory"
+is "$(session_q s "SELECT rp_release('oom2')")" "t" "rp_release works under maxmemory"
+is "$(session_q s "SELECT rp_resign('oome', 'n1')")" "t" "rp_resign works under maxmemory"
+is "$(q_state "SELECT rp_acquire('oom3', 30000)")" "53200" "a new acquire needs memory and is refused (53200)"
+redis config set maxmemory 0 >/dev/null
+session_close s
+
+# ---- 7. the registry is bounded -----------------------------------------
+session_open s
+mem() { session_q s "SELECT sum(total_bytes) FROM pg_backend_memory_contexts"; }
+session_q s "DO \$\$ BEGIN FOR i IN 1..500 LOOP PERFORM rp_acquire('m0-' || i, 1); END LOOP; END \$\$" >/dev/null
+sleep 0.1; m0=$(mem)
+session_q s "DO \$\$ BEGIN FOR i IN 1..5000 LOOP PERFORM rp_acquire('m1-' || i, 1); END LOOP; END \$\$" >/dev/null
+sleep 0.1; m1=$(mem)
+cmp_ok "$(( m1 - m0 ))" -lt 262144 "5000 expired session leases: backend memory grew by $(( m1 - m0 )) bytes"
+is "$(session_q s "SELECT count(*) FROM rp_leases()")" "0" "rp_leases() does not list expired leases"
+session_q s "SET redis_primitives.port = $(rp_free_port); SET redis_primitives.connect_timeout = 50" >/dev/null
+session_q s "DO \$\$ BEGIN FOR i IN 1..20 LOOP BEGIN PERFORM rp_acquire(repeat('n', 200000) || i, 60000); EXCEPTION WHEN OTHERS THEN NULL; END; END LOOP; END \$\$" >/dev/null
+m2=$(mem)
+session_q s "DO \$\$ BEGIN FOR i IN 1..200 LOOP BEGIN PERFORM rp_acquire(repeat('n', 200000) || i, 60000); EXCEPTION WHEN OTHERS THEN NULL; END; END LOOP; END \$\$" >/dev/null
+m3=$(mem)
+cmp_ok "$(( m3 - m2 ))" -lt 1048576 "200 failed acquires of 200 kB names with Redis down: memory grew by $(( m3 - m2 )) bytes"
+session_close s
+
+# ---- 8. monitoring roles never see the password -------------------------
+q "DROP ROLE IF EXISTS rp_mon" "CREATE ROLE rp_mon LOGIN IN ROLE pg_monitor" >/dev/null
+q "ALTER SYSTEM SET redis_primitives.password = 'Mon-Secret-7'" "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+mon() { PGUSER=rp_mon psql -X -At -q -d "$RP_DB" -c "$1" 2>&1; }
+is "$(mon "SHOW redis_primitives.password" | grep -c Mon-Secret-7)" "0" "pg_monitor: SHOW does not reveal the password"
+is "$(mon "SELECT current_setting('redis_primitives.password')" | grep -c Mon-Secret-7)" "0" "pg_monitor: current_setting() does not reveal it"
+is "$(mon "SELECT setting FROM pg_settings WHERE name = 'redis_primitives.password'" | grep -c Mon-Secret-7)" "0" "pg_monitor: pg_settings does not reveal it"
+q "ALTER SYSTEM RESET redis_primitives.password" "SELECT pg_reload_conf()" "DROP ROLE rp_mon" >/dev/null
+
+# ---- 9. the small ones ---------------------------------------------------
+out=$(q "CREATE TEMP TABLE fl AS SELECT * FROM rp_acquire('ext1', 30000)" \
+        "SELECT (rp_extend(ROW(name, token, 999999, expires_at)::rp_lease, 30000)).fence = fl.fence FROM fl" "SELECT rp_release('ext1')")
+is "$(echo $out)" "t t" "rp_extend returns the registry's fence, not a forged one"
+session_open s
+session_q s "SELECT (rp_acquire('self1', 30000)).fence" >/dev/null
+# 1.0 waited on itself until wait_ms ran out (10 s here); 5 s is a margin
+# for a loaded machine, not the expected time (a few ms).
+t=$(now_ms); out=$(session_q s "SELECT a.token = b.token FROM rp_acquire('self1', 30000, 10000) a, rp_leases() b WHERE b.name = 'self1'"); el=$(( $(now_ms) - t ))
+is "$out" "t" "rp_acquire of a name the session holds returns that same lease"
+cmp_ok "$el" -lt 5000 "without waiting on itself for wait_ms ($el ms)"
+out=$(session_q s "SELECT (rp_acquire('col1', 30000)).*" | cut -d'|' -f2,3)
+is "$out" "$(session_q s "SELECT token || '|' || fence FROM rp_leases() WHERE name = 'col1'")" "SELECT (rp_acquire(...)).* yields one whole lease"
+session_q s "SELECT rp_release_all()" >/dev/null
+session_close s
+finish
