@@ -100,6 +100,28 @@ rp_set_failure(int sqlstate, const char *message, const char *detail,
 	return false;
 }
 
+/*
+ * Record an ERROR just caught (and not re-thrown) as the failure.  errfinish
+ * zeroed the interrupt hold-off counts for the error handler it expected to
+ * run; they are put back to what they were when the PG_TRY began, so that a
+ * caller's HOLD_INTERRUPTS (the cleanup face's, AbortTransaction's) is not
+ * RESUMEd below zero, which wraps the count and holds interrupts for good.
+ * Returns false.
+ */
+static bool
+rp_set_failure_caught(MemoryContext cxt, uint32 holdoff, uint32 cancel_holdoff)
+{
+	ErrorData  *edata;
+
+	InterruptHoldoffCount = holdoff;
+	QueryCancelHoldoffCount = cancel_holdoff;
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	return rp_set_failure(edata->sqlerrcode, edata->message, edata->detail,
+						  edata->hint);
+}
+
 int			rp_command_timeout_ms = 2000;
 char	   *rp_key_prefix = NULL;
 static char *rp_sentinels = NULL;
@@ -624,7 +646,9 @@ static bool
 rp_tls_connect(redisContext *c, TimestampTz deadline)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	ErrorData  *volatile edata = NULL;
+	uint32		holdoff = InterruptHoldoffCount;
+	uint32		cancel_holdoff = QueryCancelHoldoffCount;
+	volatile bool failed = false;
 
 	PG_TRY();
 	{
@@ -632,21 +656,21 @@ rp_tls_connect(redisContext *c, TimestampTz deadline)
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
-			edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+		int			sqlstate = geterrcode();
+
+		if (sqlstate == ERRCODE_QUERY_CANCELED ||
+			sqlstate == ERRCODE_LOCK_NOT_AVAILABLE)
 			PG_RE_THROW();
-		FlushErrorState();
+		(void) rp_set_failure_caught(cxt, holdoff, cancel_holdoff);
+		failed = true;
 	}
 	PG_END_TRY();
-	if (edata == NULL)
+	if (!failed)
 		return true;
 	rp_conn_drop();
 	rp_in_exchange = false;
 	rp_slots_valid = false;
-	return rp_set_failure(edata->sqlerrcode, edata->message, edata->detail,
-						  edata->hint);
+	return false;
 }
 
 /* Wait for a non-blocking connect to finish. */
@@ -1584,15 +1608,43 @@ RpReply *
 rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 			  int nargs, const RpArg *argv, int timeout_ms, char **errmsg_out)
 {
-	RpReply    *reply;
+	RpReply    *volatile reply = NULL;
 	RpStatus	st;
 	int			saved_cap = rp_connect_cap_ms;
-	bool		ok;
+	MemoryContext cxt = CurrentMemoryContext;
+	uint32		holdoff;
+	uint32		cancel_holdoff;
+	volatile bool ok;
 
 	*errmsg_out = NULL;
 	HOLD_INTERRUPTS();
+	holdoff = InterruptHoldoffCount;
+	cancel_holdoff = QueryCancelHoldoffCount;
 	rp_connect_cap_ms = timeout_ms;
-	ok = rp_eval_try(script, nkeys, keys, nargs, argv, timeout_ms, &reply, &st);
+
+	/*
+	 * The core reports what Redis and the network do as a status, but below
+	 * it PostgreSQL itself may still raise (a password file that cannot be
+	 * read, no file descriptor for the wait set, out of memory).  Here that
+	 * must not escape: thrown from a COMMIT callback it is a PANIC.  It
+	 * becomes this call's failure, and the connection, in whatever state
+	 * the ERROR left it, is dropped.
+	 */
+	PG_TRY();
+	{
+		RpReply    *r;
+
+		ok = rp_eval_try(script, nkeys, keys, nargs, argv, timeout_ms, &r, &st);
+		reply = r;
+	}
+	PG_CATCH();
+	{
+		ok = rp_set_failure_caught(cxt, holdoff, cancel_holdoff);
+		st = rp_failure;
+		rp_conn_reset();
+		rp_in_exchange = false;
+	}
+	PG_END_TRY();
 	rp_connect_cap_ms = saved_cap;
 	RESUME_INTERRUPTS();
 	if (ok)
