@@ -46,6 +46,7 @@
 
 #include "conn.h"
 #include "stats.h"
+#include "secret.h"
 #include "sentinel_auth.h"
 #include "tls.h"
 
@@ -246,46 +247,18 @@ rp_mark_changed_bool(bool newval, void *extra)
 	rp_config_changed = true;
 }
 
-/*
- * The password must not be stored where plain users can read it:
- * ALTER ROLE/DATABASE ... SET and CREATE FUNCTION ... SET write to
- * world-readable catalogs (they are validated with source PGC_S_TEST, and
- * applied at login with the DATABASE/USER sources).  postgresql.conf,
- * ALTER SYSTEM, a session SET by a superuser, or password_file are the
- * places for it.
- */
+/* A secret: see secret.c. */
 static bool
 rp_check_password(char **newval, void **extra, GucSource source)
 {
-	if (*newval == NULL || (*newval)[0] == '\0')
-		return true;
-	if (source == PGC_S_TEST || source == PGC_S_DATABASE ||
-		source == PGC_S_USER || source == PGC_S_DATABASE_USER)
-	{
-		GUC_check_errcode(ERRCODE_INSUFFICIENT_PRIVILEGE);
-		GUC_check_errmsg("redis_primitives.password cannot be stored in a role, database or function setting");
-		GUC_check_errdetail("Those settings are readable by every user in pg_db_role_setting and pg_proc.");
-		GUC_check_errhint("Set it in postgresql.conf or with ALTER SYSTEM, or use redis_primitives.password_file.");
-		return false;
-	}
-	return true;
+	return rp_secret_check("redis_primitives.password",
+						   "redis_primitives.password_file", newval, source);
 }
 
-/*
- * SHOW, current_setting() and pg_settings print the password through this
- * hook.  GUC_SUPERUSER_ONLY keeps plain users out, but lets members of
- * pg_read_all_settings (and so pg_monitor, which monitoring agents run as)
- * read it: they see a mask.  Superusers see the value: they can read
- * postgresql.auto.conf anyway (docs/security.md).
- */
 static const char *
 rp_show_password(void)
 {
-	if (rp_password == NULL || rp_password[0] == '\0')
-		return "";
-	if (IsTransactionState() && superuser())
-		return rp_password;
-	return "********";
+	return rp_secret_show(rp_password);
 }
 
 void
@@ -604,31 +577,15 @@ rp_conn_is_stale(void)
 static char *
 rp_read_password_file(void)
 {
-	FILE	   *f;
-	char		buf[1024];
-	size_t		len;
+	int			sqlstate;
+	char	   *message;
+	char	   *password = rp_secret_read_file("redis_primitives.password_file",
+											   rp_password_file, &sqlstate,
+											   &message);
 
-	f = AllocateFile(rp_password_file, "r");
-	if (f == NULL)
-	{
-		/* The SQLSTATE errcode_for_file_access() would give. */
-		int			sqlstate = (errno == ENOENT || errno == ENOTDIR) ? ERRCODE_UNDEFINED_FILE
-			: (errno == EACCES || errno == EPERM) ? ERRCODE_INSUFFICIENT_PRIVILEGE
-			: ERRCODE_IO_ERROR;
-
-		(void) rp_set_failure(sqlstate,
-							  psprintf("could not open redis_primitives.password_file \"%s\": %m",
-									   rp_password_file),
-							  NULL, NULL);
-		return NULL;
-	}
-	if (fgets(buf, sizeof(buf), f) == NULL)
-		buf[0] = '\0';
-	FreeFile(f);
-	len = strlen(buf);
-	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-		buf[--len] = '\0';
-	return pstrdup(buf);
+	if (password == NULL)
+		(void) rp_set_failure(sqlstate, message, NULL, NULL);
+	return password;
 }
 
 static bool rp_exchange(int ncmds, TimestampTz deadline, RpReply **out);
@@ -775,10 +732,16 @@ rp_sentinel_ask(const char *shost, int sport, TimestampTz deadline,
 	const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", rp_sentinel_master};
 	char	   *who = psprintf("sentinel %s:%d", shost, sport);
 	const char *auth[3];
-	int			nauth = rp_sentinel_auth_argv(auth);
+	char	   *auth_error;
+	int			nauth = rp_sentinel_auth_argv(auth, &auth_error);
 	RpReply    *replies[2];
 	RpReply    *r;
 
+	if (nauth < 0)
+	{
+		appendStringInfo(why, "%s%s: %s", why->len ? "; " : "", who, auth_error);
+		return false;
+	}
 	strlcpy(rp_peer_host, shost, sizeof(rp_peer_host));
 	rp_peer_port = sport;
 	rp_peer_role = "sentinel";
