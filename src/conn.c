@@ -1485,13 +1485,7 @@ rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
 		if (strncmp(reply->str, "TRYAGAIN", 8) == 0 &&
 			TimestampDifferenceMilliseconds(GetCurrentTimestamp(), call_deadline) > pause)
 		{
-			int			rc = WaitLatch(MyLatch,
-									   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-									   pause, PG_WAIT_EXTENSION);
-
-			if (rc & WL_LATCH_SET)
-				ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
+			rp_latch_sleep(pause);
 			pause = Min(pause * 2, 50);
 			asking = false;
 			redirects = 0;		/* a new attempt from the top */
@@ -1669,6 +1663,20 @@ rp_conn_ping(int64 *rtt_us, char **version)
  * Small helpers shared by the primitives.
  * ------------------------------------------------------------------------
  */
+
+void
+rp_latch_sleep(long ms)
+{
+	int			rc;
+
+	pgstat_report_wait_start(PG_WAIT_EXTENSION);
+	rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+				   Max(ms, 1), PG_WAIT_EXTENSION);
+	pgstat_report_wait_end();
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
 
 RpArg
 rp_arg_int(int64 v)
