@@ -1240,21 +1240,13 @@ rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 {
 	RpArg		keys[3];
 	RpArg		argv[2];
-	char	   *record;
 	TimestampTz sent;
 	bool		ok;
 
 	keys[0].data = l->key;
 	keys[0].len = l->keylen;
-	/*
-	 * "<key>fence": the lock's fence record, <prefix>{name}:lockfence, under
-	 * the prefix the lease was taken with.  By length: a tagless key holds a
-	 * NUL (see rp_key).
-	 */
-	record = palloc(l->keylen + sizeof("fence"));
-	memcpy(record, l->key, l->keylen);
-	memcpy(record + l->keylen, "fence", sizeof("fence"));
-	keys[2].data = record;
+	/* "<key>fence": the lock's fence record, <prefix>{name}:lockfence. */
+	keys[2].data = psprintf("%sfence", l->key);
 	keys[2].len = l->keylen + strlen("fence");
 	argv[0] = rp_arg_str(l->token);
 	argv[1] = rp_arg_int(ttl_ms);

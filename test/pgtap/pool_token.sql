@@ -3,7 +3,7 @@
 -- backend" is a dblink connection here.  The naive twin is rp_release(name),
 -- which only knows the leases of its own session.
 BEGIN;
-SELECT plan(39);
+SELECT plan(35);
 
 CREATE EXTENSION IF NOT EXISTS dblink;
 SELECT dblink_connect('other', format('dbname=%s host=%s port=%s user=%s',
@@ -77,18 +77,6 @@ SELECT is((rp_extend('pool-mix', (SELECT token FROM taken), 60000)).fence, (SELE
 SELECT is(rp_release('pool-mix', (SELECT token FROM taken)), true, 'the lock is released by token');
 SELECT is(rp_release((SELECT (name, token, fence, expires_at)::rp_lease FROM permit)), true,
           'and the permit');
--- The same for a name whose hash tag is "{\0}" (it starts with '}').
-TRUNCATE taken;
-INSERT INTO taken
-SELECT * FROM dblink('other', $$SELECT name, token, fence, expires_at FROM rp_acquire('}pool-mix', 60000)$$)
-  AS t(name text, token text, fence bigint, expires_at timestamptz);
-SELECT ok((rp_semaphore_acquire('}pool-mix', 2, 60000)).fence > (SELECT fence FROM taken),
-          'a permit of a name starting with } draws from its counter too');
-SELECT is((rp_extend((SELECT (name, token, fence, expires_at)::rp_lease FROM taken), 60000)).fence,
-          (SELECT fence FROM taken), 'rp_extend(lease) of it');
-SELECT is((rp_extend('}pool-mix', (SELECT token FROM taken), 60000)).fence, (SELECT fence FROM taken),
-          '... and by token return the holder''s fence');
-SELECT is(rp_release('}pool-mix', (SELECT token FROM taken)), true, 'released by token');
 SELECT dblink_disconnect('other');
 
 -- This session's registry stays consistent with what it does by token.
