@@ -1238,16 +1238,13 @@ RP_TRACKED_FUNCTION(rp_release_all, RP_PRIM_RELEASE_ALL, RP_OUT_PLAIN)
 static bool
 rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 {
-	RpArg		keys[3];
+	RpArg		keys[2];
 	RpArg		argv[2];
 	TimestampTz sent;
 	bool		ok;
 
 	keys[0].data = l->key;
 	keys[0].len = l->keylen;
-	/* "<key>fence": the lock's fence record, <prefix>{name}:lockfence. */
-	keys[2].data = psprintf("%sfence", l->key);
-	keys[2].len = l->keylen + strlen("fence");
 	argv[0] = rp_arg_str(l->token);
 	argv[1] = rp_arg_int(ttl_ms);
 	sent = GetCurrentTimestamp();
@@ -1255,18 +1252,15 @@ rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 		ok = rp_reply_int(rp_lock_eval(&rp_script_semaphore_extend, 1, keys, 2, argv),
 						  "semaphore_extend") == 1;
 	else if (counter == NULL)
-	{
-		keys[1] = keys[2];
-		ok = rp_reply_int(rp_lock_eval(&rp_script_lock_extend, 2, keys, 2, argv),
+		ok = rp_reply_int(rp_lock_eval(&rp_script_lock_extend, 1, keys, 2, argv),
 						  "lock_extend") == 1;
-	}
 	else
 	{
 		RpReply    *r;
 
 		/* The same hash tag as the lock key, so the same slot. */
 		keys[1] = rp_key(l->name, l->namelen, "fence");
-		r = rp_lock_eval(&rp_script_lock_extend_token, 3, keys, 2, argv);
+		r = rp_lock_eval(&rp_script_lock_extend_token, 2, keys, 2, argv);
 		ok = !rp_reply_is_nil(r);
 		if (ok && r->type != RP_REPLY_STRING)
 			elog(ERROR, "unexpected Redis reply for lock_extend_token: expected a decimal string");
@@ -1312,7 +1306,7 @@ RP_TRACKED_FUNCTION(rp_lock_info, RP_PRIM_LOCK_INFO, RP_OUT_PLAIN)
 	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
 	const char *name = VARDATA_ANY(name_t);
 	size_t		namelen = VARSIZE_ANY_EXHDR(name_t);
-	RpArg		keys[3];
+	RpArg		keys[2];
 	RpReply    *r;
 	TupleDesc	tupdesc;
 	Datum		values[4];
@@ -1324,16 +1318,14 @@ RP_TRACKED_FUNCTION(rp_lock_info, RP_PRIM_LOCK_INFO, RP_OUT_PLAIN)
 		elog(ERROR, "return type must be a row type");
 	keys[0] = rp_key(name, namelen, "lock");
 	keys[1] = rp_key(name, namelen, "fence");
-	keys[2] = rp_key(name, namelen, "lockfence");
-	r = rp_lock_eval(&rp_script_lock_info, 3, keys, 0, NULL);
-	if (r->type != RP_REPLY_ARRAY || r->nelem != 4)
+	r = rp_lock_eval(&rp_script_lock_info, 2, keys, 0, NULL);
+	if (r->type != RP_REPLY_ARRAY || r->nelem != 3)
 		elog(ERROR, "unexpected Redis reply for lock_info");
 	held = rp_reply_int(r->elem[0], "lock_info") == 1;
 	pttl = rp_reply_int(r->elem[1], "lock_info");
 	values[0] = BoolGetDatum(held);
-	/* The holder's fence (elem 3), not the counter a permit may have moved. */
-	if (held && r->elem[3]->type == RP_REPLY_STRING)
-		values[1] = DirectFunctionCall1(int8in, CStringGetDatum(r->elem[3]->str));
+	if (held && r->elem[2]->type == RP_REPLY_STRING)
+		values[1] = DirectFunctionCall1(int8in, CStringGetDatum(r->elem[2]->str));
 	else
 		nulls[1] = true;
 	/* -1: held with no expiry (set by hand); -2: absent. */

@@ -49,7 +49,7 @@ static int64
 rp_sem_try(const char *name, size_t namelen, const char *token, int32 permits,
 		   int64 ttl_ms, bool queue)
 {
-	RpArg		keys[6];
+	RpArg		keys[4];
 	RpArg		argv[5];
 	RpReply    *r;
 
@@ -57,15 +57,12 @@ rp_sem_try(const char *name, size_t namelen, const char *token, int32 permits,
 	keys[1] = rp_key(name, namelen, "fence");
 	keys[2] = rp_key(name, namelen, "semq");
 	keys[3] = rp_key(name, namelen, "semw");
-	/* A lock of the same name: its fence is recorded before the INCR. */
-	keys[4] = rp_key(name, namelen, "lock");
-	keys[5] = rp_key(name, namelen, "lockfence");
 	argv[0] = rp_arg_str(token);
 	argv[1] = rp_arg_int(permits);
 	argv[2] = rp_arg_int(ttl_ms);
 	argv[3] = rp_arg_str(queue ? "1" : "0");
 	argv[4] = rp_arg_int(RP_SEM_HEARTBEAT_MS);
-	r = rp_lease_eval(&rp_script_semaphore_acquire, 6, keys, 5, argv);
+	r = rp_lease_eval(&rp_script_semaphore_acquire, 4, keys, 5, argv);
 	if (rp_reply_is_nil(r))
 		return 0;
 	if (r->type != RP_REPLY_STRING)

@@ -8,11 +8,6 @@
 --          score = ticket (arrival order)
 -- KEYS[4]  <prefix>{name}:semw   waiter heartbeats: member = waiter token,
 --          score = the ms after which a silent waiter is dropped
--- KEYS[5]  <prefix>{name}:lock   the name's lock (a lease of another kind)
--- KEYS[6]  <prefix>{name}:lockfence  "<lock token> <its fence>", written
---          while a lock is held and this INCR is the first since its
---          acquire: the counter then no longer is the lock holder's fence
---          (lock_extend_token reads this instead)
 -- ARGV[1]  token (random, from the backend; begins with 's')
 -- ARGV[2]  permits: at most this many live permits on the name
 -- ARGV[3]  ttl of the permit in milliseconds
@@ -58,19 +53,6 @@ if in_use + ahead < permits then
   if rank then
     redis.call('ZREM', KEYS[3], token)
     redis.call('ZREM', KEYS[4], token)
-  end
-  local holder = redis.call('GET', KEYS[5])
-  if holder then
-    local rec = redis.call('GET', KEYS[6])
-    if not rec or string.sub(rec, 1, #holder + 1) ~= holder .. ' ' then
-      local rec_new = holder .. ' ' .. (redis.call('GET', KEYS[2]) or '0')
-      local pttl = redis.call('PTTL', KEYS[5])
-      if pttl > 0 then
-        redis.call('SET', KEYS[6], rec_new, 'PX', pttl)
-      else
-        redis.call('SET', KEYS[6], rec_new)
-      end
-    end
   end
   redis.call('INCR', KEYS[2])
   return redis.call('GET', KEYS[2])

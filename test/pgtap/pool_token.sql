@@ -3,7 +3,7 @@
 -- backend" is a dblink connection here.  The naive twin is rp_release(name),
 -- which only knows the leases of its own session.
 BEGIN;
-SELECT plan(35);
+SELECT plan(27);
 
 CREATE EXTENSION IF NOT EXISTS dblink;
 SELECT dblink_connect('other', format('dbname=%s host=%s port=%s user=%s',
@@ -51,32 +51,6 @@ SELECT is(rp_extend('pool-b', (SELECT CASE WHEN left(token, 1) = 'f' THEN 'e' EL
           'a wrong token extends nothing: NULL');
 SELECT is(rp_release('pool-b', (SELECT token FROM taken)), true, 'and the right token releases it');
 SELECT is(rp_extend('pool-b', (SELECT token FROM taken), 60000), NULL, 'a released lease cannot be extended');
-
--- A semaphore permit of the same name draws from the name's fence counter
--- while the lock is held, so the counter stops being the lock holder's
--- fence.  Extending by token from another backend returned the counter:
--- the permit's fence, so two holders carried one token.  The naive twin is
--- the counter itself (rp_lock_info's last_fence).
-TRUNCATE taken;
-INSERT INTO taken
-SELECT * FROM dblink('other', $$SELECT name, token, fence, expires_at FROM rp_acquire('pool-mix', 60000)$$)
-  AS t(name text, token text, fence bigint, expires_at timestamptz);
-CREATE TEMP TABLE permit AS SELECT * FROM rp_semaphore_acquire('pool-mix', 2, 60000);
-SELECT cmp_ok((SELECT fence FROM permit), '>', (SELECT fence FROM taken),
-              'a permit of the same name draws a higher fence from the shared counter');
-SELECT is((rp_lock_info('pool-mix')).last_fence, (SELECT fence FROM permit),
-          'the naive twin, the counter, now names the permit''s fence');
-SELECT is((rp_extend('pool-mix', (SELECT token FROM taken), 60000)).fence, (SELECT fence FROM taken),
-          'rp_extend(name, token) on another backend returns the lock holder''s fence, not the permit''s');
-SELECT is((rp_lock_info('pool-mix')).fence, (SELECT fence FROM taken),
-          'rp_lock_info''s fence is the holder''s too');
-SELECT is((rp_extend((SELECT (name, token, fence, expires_at)::rp_lease FROM taken), 60000)).fence,
-          (SELECT fence FROM taken), 'rp_extend(lease) keeps it');
-SELECT is((rp_extend('pool-mix', (SELECT token FROM taken), 60000)).fence, (SELECT fence FROM taken),
-          '... and by token again afterwards');
-SELECT is(rp_release('pool-mix', (SELECT token FROM taken)), true, 'the lock is released by token');
-SELECT is(rp_release((SELECT (name, token, fence, expires_at)::rp_lease FROM permit)), true,
-          'and the permit');
 SELECT dblink_disconnect('other');
 
 -- This session's registry stays consistent with what it does by token.
