@@ -300,17 +300,17 @@ measure() {  # name clients rep
 		-v drt=$((rt1 - rt0)) -v k="${RCALLS[$name]:-0}" -v dt=$((c1 - c0)) -v hz="$HZ" -v w0="$w0" -v w1="$w1" '
 		{ a[NR] = $3; s += $3 }
 		END {
-			mean = n * 1000 / tps; p50 = p99 = ""; ok = ""
+			mean = n * 1000 / tps; p50 = "-"; p99 = "-"; ok = "-"; rpc = "-"
 			if (NR > 0) {
 				i50 = int(NR * 0.50); if (i50 < 1) i50 = 1
 				i99 = int(NR * 0.99); if (i99 < 1) i99 = 1
 				lm = s / NR / 1000
 				p50 = sprintf("%.4f", a[i50] / 1000); p99 = sprintf("%.4f", a[i99] / 1000)
-				ok = (lm < mean * 0.85 || lm > mean * 1.15) ? 0 : 1
+				ok = 1; if (lm < mean * 0.85 || lm > mean * 1.15) ok = 0
 			}
 			rpt = drt / x
-			printf "%.4f %s %s %s %.4f %s %.1f %.2f\n", mean, p50 == "" ? "-" : p50, p99 == "" ? "-" : p99, ok == "" ? "-" : ok,
-				rpt, k > 0 ? sprintf("%.4f", rpt / k) : "-", dt / hz * 1e6 / x, w1 - w0
+			if (k > 0) rpc = sprintf("%.4f", rpt / k)
+			printf "%.4f %s %s %s %.4f %s %.1f %.2f\n", mean, p50, p99, ok, rpt, rpc, dt / hz * 1e6 / x, w1 - w0
 		}')
 	rm -f "$W"/log."$tag".*
 	local mean p50 p99 ok rpt rpc cpu secs
