@@ -16,6 +16,7 @@
 set -uo pipefail
 source "$HERE/lib.sh"
 RUN=6 WIN=2; [ "$BENCH_QUICK" = 1 ] && { RUN=4; WIN=1; }
+PM=$(head -1 "$RP_TMP/pg/postmaster.pid")
 HZ=$(getconf CLK_TCK)
 q() { psql -X -q -At "$@"; }
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
@@ -40,11 +41,13 @@ account() {  # tag perf(yes|no)
 	rm -f "$W/log.prof.$tag".*
 	(cd "$W" && exec pgbench -n -M prepared -c 1 -T "$RUN" -f "$W/prof.$tag.sql" --log --log-prefix="log.prof.$tag" >"$W/prof.$tag.out" 2>&1) &
 	local pgbpid=$!
-	for i in $(seq 100); do
-		bpid=$(q -d postgres -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench' AND datname = 'rp_bench' LIMIT 1")
-		[ -n "$bpid" ] && break; sleep 0.05
+	# the backend: the postmaster's one child serving rp_bench (pgrep, not
+	# psql: on a loaded machine a psql connection takes a second)
+	for i in $(seq 200); do
+		bpid=$(pgrep -n -P "$PM" -f 'postgres: .* rp_bench')
+		[ -n "$bpid" ] && break; sleep 0.02
 	done
-	sleep 0.5
+	sleep 0.3
 	b0=$(ticks "$bpid"); p0=$(ticks "$pgbpid"); r0=$(redis_cpu); w0=$(date +%s.%N)
 	sleep "$WIN"
 	b1=$(ticks "$bpid"); p1=$(ticks "$pgbpid"); r1=$(redis_cpu); w1=$(date +%s.%N)
