@@ -22,7 +22,7 @@
 #   --filter    only workloads and measures whose name matches (bash regex)
 #   --out       the CSV (overwritten; default bench/results/results.csv, or
 #               bench/results/quick.csv with --quick)
-#   --seconds   pgbench -T per run (RP_BENCH_T, default 3)
+#   --seconds   pgbench -T per run (RP_BENCH_T, default 2)
 #   --reps      repetitions, round robin over all workloads (RP_BENCH_REPS, 1)
 #   --strict    exit 1 when a workload or measure could not run (skips for
 #               `requires` excepted)
@@ -35,7 +35,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../scripts/lib.sh"
 source "$HERE/lib.sh"
 
-T=${RP_BENCH_T:-3}
+T=${RP_BENCH_T:-2}
 REPS=${RP_BENCH_REPS:-1}
 QUICK=${BENCH_QUICK:-0}
 FILTER=""
@@ -123,12 +123,13 @@ cd "$RP_ROOT"
 W=$RP_TMP/bench
 mkdir -p "$W" "$(dirname "$OUT")"
 chmod 777 "$W"
-export PGDATABASE=rp_bench BENCH_CSV=$OUT W
+# Rows go to a scratch file that replaces OUT only when the run is over,
+# so an interrupted run never leaves a committed CSV half rewritten.
+export PGDATABASE=rp_bench BENCH_CSV=$W/results.csv W
 export BENCH_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- src bench 2>/dev/null || BENCH_COMMIT+=-dirty
 export BENCH_RUN_ID="$(date -u +%Y%m%dT%H%M%SZ)-$BENCH_COMMIT"
-rm -f "$OUT"
-bench_csv_init "$OUT"
+bench_csv_init "$BENCH_CSV"
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 psql -X -q -d postgres -c "CREATE DATABASE rp_bench" >/dev/null
 q -c "CREATE EXTENSION redis_primitives" >/dev/null
@@ -346,6 +347,7 @@ for rep in $(seq "$REPS"); do
 	done
 done
 bench_row tool=meta name=wall "value=$(( $(date +%s) - start ))" unit=s "note=wall time of the run"
+cp "$BENCH_CSV" "$OUT.tmp" && mv "$OUT.tmp" "$OUT"
 say "wrote $OUT ($(( $(date +%s) - start )) s)"
 
 if [ "$REPORT" = 1 ]; then
