@@ -71,10 +71,17 @@ def ratio(a, b):
 
 
 def read_csvs(paths):
+    """Every row, with every column present (a CSV from an older runner may
+    lack the columns added since: they read as empty)."""
     rows = []
     for p in paths:
         with open(p, newline="") as f:
-            rows.extend(csv.DictReader(f))
+            for r in csv.DictReader(f):
+                rows.append({k: (v or "") for k, v in r.items() if k is not None})
+    cols = {k for r in rows for k in r}
+    for r in rows:
+        for k in cols:
+            r.setdefault(k, "")
     return rows
 
 
@@ -118,8 +125,8 @@ class Run:
         for key, rs in groups.items():
             c = {"tool": rs[0]["tool"], "reps": len(rs), "baseline": rs[0].get("baseline", "")}
             for col in ("transactions", "tps", "lat_mean_ms", "lat_p50_ms", "lat_p99_ms", "rt_per_txn", "rt_per_call", "cpu_us_per_txn"):
-                c[col] = med([num(r[col]) for r in rs])
-            c["pctl_ok"] = all(r["pctl_ok"] != "0" for r in rs)
+                c[col] = med([num(r.get(col)) for r in rs])
+            c["pctl_ok"] = all(r.get("pctl_ok") != "0" for r in rs)
             self.cells[key] = c
         self.skips = [r for r in rows if r["tool"] == "skip"]
         mg = {}
