@@ -22,7 +22,8 @@
 #   --filter    only workloads and measures whose name matches (bash regex)
 #   --out       the CSV (overwritten; default bench/results/results.csv, or
 #               bench/results/quick.csv with --quick)
-#   --seconds   pgbench -T per run (RP_BENCH_T, default 2)
+#   --seconds   pgbench -T per run (RP_BENCH_T, default 2; a second more
+#               per 8 clients, as pgbench's clock runs while they connect)
 #   --reps      repetitions, round robin over all workloads (RP_BENCH_REPS, 1)
 #   --strict    exit 1 when a workload or measure could not run (skips for
 #               `requires` excepted)
@@ -274,7 +275,9 @@ measure() {  # name clients rep
 	local name=$1 n=$2 rep=$3 tag="$1.$2.$3"
 	local rt0 rt1 c0 c1 w0 w1 out=$W/$1.$2.$3.out line tps="" xacts=0 failed=0 err=""
 	backends_gone; rt0=$(redis_rt); children_ticks; c0=$TICKS; w0=$EPOCHREALTIME
-	local len=(-T "$T"); [ "$QUICK" = 1 ] && len=(-t "$QUICK_TXN")
+	# pgbench's -T clock starts before its clients connect, and at load 40
+	# sixteen connections take two seconds: a second more per 8 clients.
+	local len=(-T $(( T + (n + 3) / 8 ))); [ "$QUICK" = 1 ] && len=(-t "$QUICK_TXN")
 	pgb "$name" "$n" "${len[@]}" --log --log-prefix="log.$tag" >"$out" 2>&1
 	w1=$EPOCHREALTIME
 	backends_gone; rt1=$(redis_rt); children_ticks; c1=$TICKS
@@ -287,10 +290,11 @@ measure() {  # name clients rep
 		esac
 	done < "$out"
 	if [ -z "$tps" ] || [ "$xacts" = 0 ] || [ -n "$err" ]; then
-		say "FAIL $tag: ${err:-no transactions}"
+		[ -n "$err" ] || err="no transactions ($(grep -m1 -E '^(number of transactions|pgbench)' "$out" | cut -c1-200))"
+		say "FAIL $tag: $err"
 		FAILED+=("$name")
 		SKIP[$name]="pgbench failed"
-		bench_row tool=skip "name=$name" "clients=$n" "rep=$rep" "note=pgbench failed: ${err:-no transactions}"
+		bench_row tool=skip "name=$name" "clients=$n" "rep=$rep" "note=pgbench failed: $err"
 		rm -f "$W"/log."$tag".*
 		return
 	fi
