@@ -3,7 +3,7 @@
 # time (bench/run.sh runs it; `make bench-profile` adds perf).
 #
 # CPU accounting without a profiler: one pgbench client runs a script for
-# 6 s (3 in --quick); over a window in its middle the backend's and
+# 10 s (4 in --quick); over a window in its middle the backend's and
 # pgbench's CPU (/proc/<pid>/stat) and Redis' (INFO cpu) are read, per
 # transaction, for SELECT 1; SELECT 1 (the same two statements without
 # Redis), acquire; release, and two rp_ratelimit (gcra) calls.  Then what
@@ -15,7 +15,7 @@
 # thousands of transactions for a per-transaction figure to mean anything.
 set -uo pipefail
 source "$HERE/lib.sh"
-RUN=6 WIN=2; [ "$BENCH_QUICK" = 1 ] && { RUN=4; WIN=1; }
+RUN=10 WIN=2; [ "$BENCH_QUICK" = 1 ] && { RUN=4; WIN=1; }
 PM=$(head -1 "$RP_TMP/pg/postmaster.pid")
 HZ=$(getconf CLK_TCK)
 q() { psql -X -q -At "$@"; }
