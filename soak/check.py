@@ -1,0 +1,631 @@
+#!/usr/bin/python3
+"""soak/check.py DIR -- the soak's checker: decides every invariant from the
+history (DIR/history-*.jsonl) and the final state (DIR/final.json) alone.
+
+Written apart from the extension and from soak/driver.py: it imports
+nothing from either, talks to no server, and reads only what the driver
+wrote, so a doctored history (soak/selftest.py) or a history copied from
+another machine is checked the same way.  Prints one line per invariant
+(checked, violations, excused) and the first violations of each with the
+history excerpt that shows them; exits 1 if any invariant was violated.
+
+The one thing to know: every check is one-sided.  It reports a violation
+only when the recorded times PROVE one (an operation's effect happened
+somewhere between its invocation and its completion, never at a guessed
+instant); what the times cannot decide is counted as undecided, never as
+passed or failed.  Invariants the design does not promise across a fault
+(a Redis that lost its data, a key_prefix change, an immediate restart of
+PostgreSQL) are excused inside that fault's window and counted as excused,
+with the documented reason (docs/testing.md, "The soak").
+"""
+import collections
+import glob
+import json
+import os
+import sys
+
+# Windows after a fault in which the design promises less (microseconds):
+# the longest lease a worker takes (1.5 s), the election lease (3 s), slack.
+LOSS_SLACK_US = 5_000_000
+RSS_SLACK_KB = int(os.environ.get("SOAK_RSS_SLACK_KB", "4096"))
+FLOORED_PREFIXES = ("L-", "TK-", "SK-", "ST-", "F-")   # names acquired with a floor
+NAIVE_TABLES = ("t_naive",)
+WRITE_KINDS = ("rmw_write", "xact_write", "nocol_write", "fenced_write", "leader_write")
+
+
+class Report:
+    def __init__(self):
+        self.inv = collections.OrderedDict()
+
+    def add(self, name, checked=0, violation=None, excused=None, undecided=0):
+        r = self.inv.setdefault(name, {"checked": 0, "violations": [], "excused": [], "undecided": 0})
+        r["checked"] += checked
+        r["undecided"] += undecided
+        if violation is not None:
+            r["violations"].append(violation)
+        if excused is not None:
+            r["excused"].append(excused)
+
+
+def load(d):
+    events = []
+    for p in sorted(glob.glob(os.path.join(d, "history-*.jsonl"))):
+        with open(p) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    try:
+                        events.append(json.loads(line))
+                    except ValueError:
+                        events.append({"ev": "corrupt", "file": p, "line": line[:200]})
+    with open(os.path.join(d, "final.json")) as f:
+        final = json.load(f)
+    return events, final
+
+
+class History:
+    def __init__(self, events):
+        self.ops = collections.OrderedDict()
+        self.other = collections.defaultdict(list)
+        for e in events:
+            ev = e.get("ev")
+            if ev == "inv":
+                self.ops[e["op"]] = {"inv": e, "end": None}
+            elif ev in ("ok", "fail", "unknown"):
+                if e.get("op") in self.ops:
+                    self.ops[e["op"]]["end"] = e
+                else:
+                    self.other["orphan_end"].append(e)
+            else:
+                self.other[ev].append(e)
+        self.faults = [o for o in self.ops.values() if o["inv"]["kind"] == "fault"]
+        # Loss windows, in both clocks: [invocation, completion + slack].
+        self.loss = []
+        for f in self.faults:
+            name = f["inv"]["fault"]
+            res = (f["end"] or {}).get("res") or {}
+            lossy = (name == "redis_kill" and (res.get("lost", True) or f["end"]["ev"] != "ok")) or name == "key_prefix"
+            if lossy:
+                end = f["end"] or f["inv"]
+                self.loss.append({"fault": name, "t0": f["inv"]["t"], "t1": end["t"] + LOSS_SLACK_US,
+                                  "rt0": f["inv"]["rt"], "rt1": end["rt"] + LOSS_SLACK_US, "op": f["inv"]["op"]})
+        self.restarts = collections.defaultdict(list)   # server -> [(t0, t1)]
+        for f in self.faults:
+            if f["inv"]["fault"] == "pg_restart" and f["end"] is not None:
+                srv = (f["end"].get("res") or {}).get("srv")
+                if srv:
+                    self.restarts[srv].append((f["inv"]["t"], f["end"]["t"] + LOSS_SLACK_US))
+
+    def in_loss(self, t0, t1, clock="t"):
+        a, b = ("t0", "t1") if clock == "t" else ("rt0", "rt1")
+        for w in self.loss:
+            if t0 <= w[b] and t1 >= w[a]:
+                return w
+        return None
+
+    def kind(self, *kinds):
+        return [o for o in self.ops.values() if o["inv"]["kind"] in kinds]
+
+
+def excerpt(*ops):
+    out = []
+    for o in ops:
+        if o is None:
+            continue
+        out.append(json.dumps(o["inv"], sort_keys=True))
+        out.append(json.dumps(o["end"], sort_keys=True) if o["end"] else "  (no completion)")
+    return out
+
+
+# ---- 1 + 2: fencing and accepted writes, from the audit ---------------------
+
+def check_tables(h, final, rep):
+    audit = collections.defaultdict(list)          # (srv, tbl, id) -> rows by seq
+    by_op = {}
+    for a in final["audit"]:
+        audit[(a["srv"], a["tbl"], a["id"])].append(a)
+        if a["op"] is not None:
+            by_op.setdefault(a["op"], []).append(a)
+    for rows in audit.values():
+        rows.sort(key=lambda a: a["seq"])
+
+    # Fence tokens per row never go down, in commit order (soak/sql/common.sql).
+    for key, rows in audit.items():
+        name = "fence_monotonic" + ("[naive twin]" if key[1] in NAIVE_TABLES else "")
+        top = None
+        for a in rows:
+            rep.add(name, checked=1)
+            if top is not None and a["token"] is not None and a["token"] < top["token"]:
+                rep.add(name, violation={
+                    "what": "%s.%s id %s accepted token %d after token %d" % (key[0], key[1], key[2], a["token"], top["token"]),
+                    "history": excerpt(h.ops.get(top["op"]), h.ops.get(a["op"])) + [json.dumps(top), json.dumps(a)]})
+            if a["token"] is not None and (top is None or a["token"] >= top["token"]):
+                top = a
+
+    # Every acknowledged write is in the audit exactly once; every refused or
+    # failed one is not; nothing in the audit comes from nowhere.
+    for o in h.kind(*WRITE_KINDS):
+        inv, end = o["inv"], o["end"]
+        tbl = inv["tbl"]
+        name = "acked_writes_kept" + ("[naive twin]" if tbl in NAIVE_TABLES else "")
+        rows = [a for a in by_op.get(inv["op"], []) if a["srv"] == inv["srv"] and a["tbl"] == tbl]
+        if end is None or end["ev"] == "unknown":
+            rep.add(name, undecided=1)
+            continue
+        rep.add(name, checked=1)
+        res = end.get("res")
+        if end["ev"] == "ok":
+            if inv["kind"] == "fenced_write":
+                applied = res is True
+            elif inv["kind"] == "leader_write":
+                applied = res is not None
+            elif inv["kind"] == "rmw_write":
+                applied = res == 1
+            else:
+                applied = res.get("lease") is not None and res.get("rows") == 1
+        else:
+            applied = False
+        if applied and len(rows) != 1:
+            rep.add(name, violation={"what": "acknowledged write %s is in the audit %d times" % (inv["op"], len(rows)),
+                                     "history": excerpt(o)})
+        if not applied and rows:
+            rep.add(name, violation={"what": "write %s was refused or failed (%s) yet committed" % (
+                inv["op"], end.get("state") or end.get("res")), "history": excerpt(o) + [json.dumps(r) for r in rows]})
+        if applied and rows and inv.get("delta") is not None and inv["kind"] != "rmw_write":
+            if rows[0]["new"] - rows[0]["old"] != inv["delta"]:
+                rep.add(name, violation={"what": "write %s added %d, not its delta %d" % (
+                    inv["op"], rows[0]["new"] - rows[0]["old"], inv["delta"]), "history": excerpt(o)})
+    for op, rows in by_op.items():
+        if op not in h.ops:
+            rep.add("acked_writes_kept", violation={"what": "the audit holds a write no worker invoked (%s)" % op,
+                                                    "history": [json.dumps(r) for r in rows]})
+
+    # The final value is the audit's last value, and the chain has no gap:
+    # each write started from the value the previous one left.
+    for key, rows in audit.items():
+        name = "final_value" + ("[naive twin]" if key[1] in NAIVE_TABLES else "")
+        t = final["tables"].get("%s.%s" % (key[0], key[1]))
+        if t is None:
+            continue
+        row = next((r for r in t if r["id"] == key[2]), None)
+        rep.add(name, checked=1)
+        last = rows[-1]
+        if key[1] == "rp_fenced_store":
+            if row is None or row["op_id"] != last["op"] or row["token"] != last["token"]:
+                rep.add(name, violation={"what": "rp_fenced_store %s holds %s, its last accepted write was %s" % (
+                    key[2], row, last["op"]), "history": [json.dumps(last)]})
+            continue
+        if row is None or row["value"] != last["new"]:
+            rep.add(name, violation={"what": "%s.%s id %s final value %s, the audit's last write left %s" % (
+                key[0], key[1], key[2], row and row["value"], last["new"]), "history": [json.dumps(last)]})
+        prev = 0
+        for a in rows:
+            if a["old"] != prev:
+                rep.add(name, violation={"what": "%s.%s id %s: a write found %s where the last committed write left %s" % (
+                    key[0], key[1], key[2], a["old"], prev), "history": [json.dumps(a)]})
+            prev = a["new"]
+
+    # Lost updates (read-modify-write across transactions under a lease):
+    # a write whose read is not the value it overwrote lost an increment.
+    for key, rows in audit.items():
+        if key[1] not in ("t_lock",) + NAIVE_TABLES:
+            continue
+        name = "no_lost_update" + ("[naive twin]" if key[1] in NAIVE_TABLES else "")
+        for a in rows:
+            rep.add(name, checked=1)
+            if a["read"] is not None and a["read"] != a["old"]:
+                o = h.ops.get(a["op"])
+                acq = None
+                if o is not None:
+                    # the lease this read-modify-write ran under
+                    th = o["inv"]["th"]
+                    acq = max((x for x in h.kind("acquire") if x["inv"]["th"] == th and x["inv"]["t"] < o["inv"]["t"]
+                               and x["inv"]["name"] == o["inv"]["name"]), key=lambda x: x["inv"]["t"], default=None)
+                t0 = (acq or o or {"inv": {"t": 0}})["inv"]["t"]
+                t1 = o["end"]["t"] if o and o["end"] else 1 << 62
+                w = h.in_loss(t0, t1)
+                v = {"what": "%s.%s id %s: write %s read %s but overwrote %s (lost %d)" % (
+                    key[0], key[1], key[2], a["op"], a["read"], a["old"], a["old"] - a["read"]),
+                     "history": excerpt(acq, o) + [json.dumps(a)]}
+                if w and key[1] not in NAIVE_TABLES:
+                    v["excused_by"] = w
+                    rep.add(name, excused=v)
+                else:
+                    rep.add(name, violation=v)
+
+    # Strict guards refuse an UPDATE that does not assign the column.
+    for o in h.kind("nocol_write"):
+        if o["end"] is None or o["end"]["ev"] == "unknown":
+            continue
+        res = o["end"].get("res") or {}
+        if o["end"]["ev"] == "fail" or res.get("lease") is None:
+            rep.add("strict_refuses_missing_token", checked=1)
+            if o["end"]["ev"] == "fail" and o["end"].get("state") not in ("RP004", "RP002") and res.get("lease") is None:
+                pass
+            continue
+        rep.add("strict_refuses_missing_token", checked=1, violation={
+            "what": "strict guard accepted an UPDATE without the token (%s)" % o["inv"]["op"], "history": excerpt(o)})
+
+
+# ---- 3: no fence token or epoch issued twice --------------------------------
+
+def lease_of(o):
+    end = o["end"]
+    if end is None or end["ev"] != "ok":
+        return None
+    res = end.get("res")
+    if isinstance(res, dict) and "fence" in res:
+        return res
+    if isinstance(res, dict) and isinstance(res.get("lease"), dict):
+        return res["lease"]
+    return None
+
+
+def check_unique(h, final, rep):
+    issued = collections.defaultdict(list)            # (name, fence) -> ops
+    for o in h.kind("acquire", "xact_write", "nocol_write"):
+        l = lease_of(o)
+        if l is not None:
+            issued[(o["inv"]["name"], l["fence"])].append(o)
+    # When did the database first accept each (name, fence)?  An acked write.
+    accepted = {}
+    for o in h.kind(*WRITE_KINDS):
+        if o["end"] is None or o["end"]["ev"] != "ok" or "name" not in o["inv"]:
+            continue
+        res = o["end"].get("res")
+        fence = o["inv"].get("fence")
+        if fence is None and isinstance(res, dict) and res.get("lease"):
+            fence = res["lease"]["fence"]
+        good = res is True or res == 1 or (isinstance(res, dict) and res.get("rows") == 1)
+        if fence is not None and good:
+            k = (o["inv"]["name"], fence)
+            if k not in accepted or o["end"]["t"] < accepted[k]["end"]["t"]:
+                accepted[k] = o
+    for (name, fence), ops in issued.items():
+        floored = name.startswith(FLOORED_PREFIXES)
+        inv_name = "fence_unique" if floored else "fence_unique[no floor: info]"
+        rep.add(inv_name, checked=1)
+        if len(ops) < 2:
+            continue
+        ops.sort(key=lambda o: o["inv"]["t"])
+        first = accepted.get((name, fence))
+        for later in ops:
+            if first is None or later is first or later["inv"]["t"] <= first["end"]["t"]:
+                continue
+            if later["inv"]["th"] == first["inv"]["th"] and later["inv"]["op"] == first["inv"]["op"]:
+                continue
+            v = {"what": "fence %d of %s was accepted by the table (%s) and issued again later (%s)" % (
+                fence, name, first["inv"]["op"], later["inv"]["op"]), "history": excerpt(first, later)}
+            if floored:
+                rep.add(inv_name, violation=v)
+            else:
+                rep.add(inv_name, excused=v)
+
+    # Epochs: one node per epoch, from every leadership sample of both servers.
+    seen = collections.defaultdict(dict)              # epoch -> node -> first sample
+    for s in h.other["leader"]:
+        if s.get("epoch") is not None and s.get("node"):
+            seen[s["epoch"]].setdefault(s["node"], s)
+    for epoch, nodes in seen.items():
+        rep.add("epoch_unique", checked=1)
+        if len(nodes) > 1:
+            ss = sorted(nodes.values(), key=lambda s: s["t0"])
+            a, b = ss[0], ss[1]
+            # Documented: the elector's floor lives in shared memory; a server
+            # restarted after a Redis data loss does not know old epochs.
+            excuse = None
+            for r0, r1 in h.restarts.get(b["srv"], []):
+                w = h.in_loss(r0, b["t1"])
+                if r0 < b["t1"] and w:
+                    excuse = w
+            v = {"what": "epoch %d held by %s and %s" % (epoch, a["node"], b["node"]),
+                 "history": [json.dumps(a), json.dumps(b)]}
+            if excuse:
+                v["excused_by"] = excuse
+                rep.add("epoch_unique", excused=v)
+            else:
+                rep.add("epoch_unique", violation=v)
+    # The same epoch accepted by both servers' leader-bound tables.
+    tok = collections.defaultdict(set)
+    for a in final["audit"]:
+        if a["tbl"] == "t_leader":
+            tok[a["token"]].add(a["srv"])
+    for epoch, srvs in tok.items():
+        rep.add("epoch_unique", checked=1)
+        if len(srvs) > 1 and not any(len(seen.get(epoch, {})) > 1 for _ in [0]):
+            rep.add("epoch_unique", violation={"what": "epoch %d stamped by both servers' t_leader" % epoch,
+                                               "history": sorted(srvs)})
+
+
+# ---- 4: the rate limiter, on Redis' clock -----------------------------------
+
+def check_clock(h, rep):
+    for s in h.other["rtime"]:
+        rep.add("redis_clock_is_ours", checked=1)
+        if not (s["rt0"] - 1000 <= s["redis_us"] <= s["rt1"] + 1000):
+            rep.add("redis_clock_is_ours", violation={
+                "what": "Redis TIME %d outside the bracket [%d, %d]" % (s["redis_us"], s["rt0"], s["rt1"]),
+                "history": [json.dumps(s)]})
+
+
+def check_ratelimit(h, rep):
+    adm = collections.defaultdict(list)
+    for o in h.kind("ratelimit"):
+        if o["end"] is not None and o["end"]["ev"] == "ok" and o["end"].get("res") is True:
+            i = o["inv"]
+            adm[(i["key"], i["algo"], i["limit"], i["window"])].append(
+                {"a": i["rt"] // 1000, "b": o["end"]["rt"] // 1000, "c": i["cost"], "o": o})
+    for (key, algo, L, W), xs in adm.items():
+        xs.sort(key=lambda x: x["a"])
+        name = "ratelimit_" + algo
+        if algo == "sliding_log":
+            # (t - W, t] holds at most L units: count those surely before k
+            # and surely inside k's window.
+            for k in xs:
+                s = [x for x in xs if x is not k and x["b"] <= k["a"] and x["a"] >= k["b"] - W + 2]
+                tot = sum(x["c"] for x in s) + k["c"]
+                if h.in_loss(s[0]["a"] * 1000 if s else k["a"] * 1000, k["b"] * 1000, "rt"):
+                    rep.add(name, undecided=1)
+                    continue
+                rep.add(name, checked=1)
+                if tot > L:
+                    rep.add(name, violation={"what": "%s: %d units admitted within one %d ms window (limit %d)" % (
+                        key, tot, W, L), "history": excerpt(*[x["o"] for x in s + [k]])[-12:]})
+        elif algo == "sliding_window":
+            # The bucket [nW, (n+1)W) never takes more than L units.
+            buckets = collections.defaultdict(list)
+            for x in xs:
+                if x["a"] // W == x["b"] // W:
+                    buckets[x["a"] // W].append(x)
+                else:
+                    rep.add(name, undecided=1)
+            for n, s in buckets.items():
+                if h.in_loss(n * W * 1000, (n + 1) * W * 1000, "rt"):
+                    rep.add(name, undecided=len(s))
+                    continue
+                rep.add(name, checked=len(s))
+                tot = sum(x["c"] for x in s)
+                if tot > L:
+                    rep.add(name, violation={"what": "%s: %d units admitted in bucket %d (limit %d)" % (key, tot, n, L),
+                                             "history": excerpt(*[x["o"] for x in s])[-12:]})
+        elif algo == "gcra":
+            # In any [t1, t2]: at most L + L (t2 - t1) / W units.
+            for i, x in enumerate(xs):
+                tot, hi = 0, x["b"]
+                for j in range(i, len(xs)):
+                    y = xs[j]
+                    if y["a"] - x["a"] > 3 * W:
+                        break
+                    tot += y["c"]
+                    hi = max(hi, y["b"])
+                    if tot * W > L * W + L * (hi - x["a"]):
+                        if h.in_loss(x["a"] * 1000, hi * 1000, "rt"):
+                            rep.add(name, undecided=1)
+                            break
+                        rep.add(name, violation={"what": "%s: %d units admitted within [%d, %d] ms (at most %.1f)" % (
+                            key, tot, x["a"], hi, L + L * (hi - x["a"]) / W),
+                            "history": excerpt(*[z["o"] for z in xs[i:j + 1]])[-12:]})
+                        break
+                rep.add(name, checked=1)
+
+
+# ---- 5: leadership beliefs never overlap ------------------------------------
+
+def check_leaders(h, rep):
+    ss = [s for s in h.other["leader"] if s.get("leader")]
+    by = collections.defaultdict(list)
+    for s in ss:
+        by[s["srv"]].append(s)
+    srvs = sorted(by)
+    for x in srvs:
+        for y in srvs:
+            if x == y:
+                continue
+            ys = sorted(by[y], key=lambda s: s["rt0"])
+            import bisect
+            starts = [s["rt0"] for s in ys]
+            for a in by[x]:
+                rep.add("one_leader", checked=1)
+                vu = a.get("valid_until")
+                if vu is None:
+                    continue
+                # a believed at some instant <= a.rt1 and, per its deadline,
+                # can only have been elected in Redis until after vu; y's belief
+                # at an instant inside (a.rt1, vu) means y was elected while
+                # a's lease still lived in Redis.
+                k = bisect.bisect_right(starts, a["rt1"])
+                if k < len(ys) and ys[k]["rt1"] < vu and ys[k]["node"] != a["node"]:
+                    b = ys[k]
+                    v = {"what": "%s (%s epoch %s) believed it led until %d; %s (%s epoch %s) believed it led at [%d, %d]" % (
+                        x, a["node"], a["epoch"], vu, y, b["node"], b["epoch"], b["rt0"], b["rt1"]),
+                         "history": [json.dumps(a), json.dumps(b)]}
+                    w = h.in_loss(a["t0"], b["t1"])
+                    if w:
+                        v["excused_by"] = w
+                        rep.add("one_leader", excused=v)
+                    else:
+                        rep.add("one_leader", violation=v)
+
+
+# ---- semaphores: never more holders than permits -----------------------------
+
+def check_semaphores(h, rep):
+    iv = []
+    rel = {}
+    for o in h.kind("release"):
+        if o["inv"]["name"] == "SEM-1":
+            rel[(o["inv"]["th"], o["inv"].get("fence"))] = o
+    held_at = {e["th"] + "/" + str(e["fence"]): e for e in h.other["sem_held"]}
+    for o in h.kind("sem_acquire", "sem_xact"):
+        l = lease_of(o)
+        inv = o["inv"]
+        if o["inv"]["kind"] == "sem_xact":
+            # the permit is held from the sem_held mark (or the completion)
+            cand = [e for e in h.other["sem_held"] if e["th"] == inv["th"] and inv["t"] <= e["t"] and
+                    (o["end"] is None or e["t"] <= o["end"]["t"])]
+            if not cand:
+                continue
+            start = cand[0]["rt"]
+            deadline = inv["rt"] + inv["ttl"] * 1000 - 2000
+            end = min(deadline, o["end"]["rt"]) if o["end"] is not None else deadline
+        else:
+            if l is None:
+                continue
+            start = o["end"]["rt"]
+            deadline = inv["rt"] + inv["ttl"] * 1000 - 2000
+            r = rel.get((inv["th"], l["fence"]))
+            end = min(deadline, r["inv"]["rt"]) if r else deadline
+        if end > start:
+            iv.append((start, end, o))
+    iv.sort(key=lambda x: x[0])
+    for i, (s, e, o) in enumerate(iv):
+        rep.add("semaphore_permits", checked=1)
+        inside = [x for x in iv[:i] if x[1] > s]
+        permits = o["inv"]["permits"]
+        if len(inside) + 1 > permits:
+            v = {"what": "%d holders of SEM-1 (permits %d) at %d" % (len(inside) + 1, permits, s),
+                 "history": excerpt(*[x[2] for x in inside] + [o])}
+            w = h.in_loss(min(x[2]["inv"]["t"] for x in inside + [(s, e, o)]), o["end"]["t"] if o["end"] else o["inv"]["t"])
+            if w:
+                v["excused_by"] = w
+                rep.add("semaphore_permits", excused=v)
+            else:
+                rep.add("semaphore_permits", violation=v)
+
+
+# ---- 6: nothing stranded, memory flat ---------------------------------------
+
+def check_end(h, final, rep):
+    tokens = {}
+    for o in h.ops.values():
+        l = lease_of(o)
+        if l is not None and l.get("token"):
+            tokens[l["token"]] = o
+    for k in final["redis"]:
+        if not k["key"].endswith(":lock"):
+            continue
+        if (k["value"] or "").startswith("election:"):
+            continue        # a running elector's term, not a session's lease
+        rep.add("no_stranded_lease", checked=1)
+        o = tokens.get(k["value"])
+        v = {"what": "%s left in Redis with %d ms to live after every session ended (%s)" % (
+            k["key"], k["pttl"], o["inv"]["op"] if o else "no acquire in the history"),
+             "history": excerpt(o) if o else [json.dumps(k)]}
+        # Documented: an immediate shutdown of PostgreSQL runs no exit
+        # callbacks, and its background worker's memory of orphans is gone.
+        srv = o["inv"].get("srv") if o else None
+        if o and any(r0 >= o["inv"]["t"] for r0, _ in h.restarts.get(srv, [])):
+            v["excused_by"] = "immediate restart of %s while held" % srv
+            rep.add("no_stranded_lease", excused=v)
+        else:
+            rep.add("no_stranded_lease", violation=v)
+    for srv, rows in final.get("rp_locks", {}).items():
+        for r in rows:
+            rep.add("no_stranded_lease", violation={"what": "rp_locks on %s still lists %s after every worker ended" % (srv, r),
+                                                    "history": []})
+
+    rss = collections.defaultdict(list)
+    for s in h.other["rss"]:
+        rss[(s["srv"], s["pid"])].append(s)
+    for (srv, pid), xs in rss.items():
+        xs.sort(key=lambda s: s["t"])
+        warm = [s for s in xs if s["t"] >= xs[0]["t"] + 20_000_000]
+        if len(warm) < 2 or warm[-1]["t"] - warm[0]["t"] < 30_000_000:
+            rep.add("memory_flat", undecided=1)
+            continue
+        rep.add("memory_flat", checked=1)
+        grew = warm[-1]["kb"] - warm[0]["kb"]
+        if grew > RSS_SLACK_KB:
+            rep.add("memory_flat", violation={"what": "%s backend %d (%s) RssAnon grew %d kB in %.0f s" % (
+                srv, pid, xs[0]["w"], grew, (warm[-1]["t"] - warm[0]["t"]) / 1e6),
+                "history": [json.dumps(warm[0]), json.dumps(warm[-1])]})
+
+
+def check_history(h, rep):
+    """The history itself: every operation completed, the driver made no error."""
+    for o in h.ops.values():
+        rep.add("history_complete", checked=1)
+        if o["end"] is None:
+            rep.add("history_complete", violation={"what": "operation %s never completed" % o["inv"]["op"],
+                                                   "history": excerpt(o)})
+    for e in h.other["driver_error"] + h.other["corrupt"]:
+        rep.add("history_complete", violation={"what": "driver error", "history": [json.dumps(e)]})
+
+
+def counts(h):
+    ops = collections.Counter()
+    outcomes = collections.Counter()
+    for o in h.ops.values():
+        k = o["inv"]["kind"]
+        if k == "fault":
+            continue
+        ops[k] += 1
+        end = o["end"]
+        if end is None:
+            outcomes["%s:incomplete" % k] += 1
+        elif end["ev"] == "ok":
+            res = end.get("res")
+            refused = res is None or res is False or res == 0 or (isinstance(res, dict) and res.get("lease") is None)
+            outcomes["%s:%s" % (k, "refused/null" if refused else "ok")] += 1
+        else:
+            outcomes["%s:%s %s" % (k, end["ev"], end.get("state"))] += 1
+    faults = collections.Counter()
+    for f in h.faults:
+        res = (f["end"] or {}).get("res") or {}
+        tag = f["inv"]["fault"]
+        if tag == "redis_kill":
+            tag += "(%s)" % ("data lost" if res.get("lost") else "aof kept")
+        if f["end"] is None or f["end"]["ev"] != "ok":
+            tag += "[failed]"
+        faults[tag] += 1
+    return ops, outcomes, faults
+
+
+def main(d, quiet=False):
+    events, final = load(d)
+    h = History(events)
+    rep = Report()
+    check_history(h, rep)
+    check_tables(h, final, rep)
+    check_unique(h, final, rep)
+    check_clock(h, rep)
+    check_ratelimit(h, rep)
+    check_leaders(h, rep)
+    check_semaphores(h, rep)
+    check_end(h, final, rep)
+    ops, outcomes, faults = counts(h)
+    start = (h.other.get("start") or [{}])[0]
+    bad = 0
+    if not quiet:
+        print("soak check of %s: seed %s, %s s, %d operations, %d faults" % (
+            d, start.get("seed"), start.get("seconds"), sum(ops.values()), sum(faults.values())))
+        print("operations: " + ", ".join("%s %d" % kv for kv in sorted(ops.items())))
+        print("outcomes:   " + ", ".join("%s %d" % kv for kv in sorted(outcomes.items())))
+        print("faults:     " + ", ".join("%s %d" % kv for kv in sorted(faults.items())))
+    for name, r in rep.inv.items():
+        twin = "[naive twin]" in name or "[no floor" in name
+        n = len(r["violations"])
+        if not twin:
+            bad += n
+        if not quiet:
+            print("%-4s %-40s checked %7d  violations %4d  excused %4d  undecided %6d" % (
+                "ok" if n == 0 else ("twin" if twin else "FAIL"), name, r["checked"], n, len(r["excused"]), r["undecided"]))
+    if not quiet:
+        for name, r in rep.inv.items():
+            for v in r["violations"][:3] + r["excused"][:1]:
+                tag = "excused" if "excused_by" in v else ("twin" if "[" in name else "VIOLATION")
+                print("\n%s %s: %s" % (tag, name, v["what"]))
+                if "excused_by" in v:
+                    print("  excused by: %s" % json.dumps(v["excused_by"]))
+                for line in v["history"][:10]:
+                    print("    " + line[:400])
+    # The naive twin must show the checker can see a broken configuration.
+    twin = rep.inv.get("fence_monotonic[naive twin]", {"violations": []})["violations"] + \
+        rep.inv.get("no_lost_update[naive twin]", {"violations": []})["violations"]
+    return rep, bad, len(twin)
+
+
+if __name__ == "__main__":
+    rep, bad, twin = main(sys.argv[1])
+    print("\nsoak: %d violations; naive twin: %d violations (the checker sees a table without a guard)" % (bad, twin))
+    sys.exit(1 if bad else 0)

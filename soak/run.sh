@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# soak/run.sh -- `make soak`: a randomized robustness run (issue 15).  Starts
+# its own Redis and two PostgreSQL servers (both with the background elector
+# contending for 'soak-leader'), runs soak/driver.py (workers + nemesis +
+# samplers, writing a JSON-lines history), then soak/check.py, which decides
+# every invariant from the history and the final tables alone, then
+# soak/selftest.py, which doctors copies of this run's history and shows the
+# checker reporting each kind of violation.
+#
+#   make soak                                  # SOAK_SECONDS=90, a random seed
+#   make soak SOAK_SECONDS=1200 SOAK_SEED=42   # the nightly shape
+#   SOAK_OUT=/tmp/soak-42 make soak ...        # keep the history there
+#
+# The one thing to know: everything the checker reads is written to
+# $SOAK_OUT (default: a folder under /tmp that is kept and printed), outside
+# the servers under test, so a failing seed can be re-checked and studied
+# after the servers are gone.  Exits 1 on any violation.
+set -uo pipefail
+source "$(dirname "$0")/../scripts/lib.sh"
+SOAK_SECONDS=${SOAK_SECONDS:-90}
+SOAK_SEED=${SOAK_SEED:-$(( (RANDOM << 15) | RANDOM ))}
+PY=/usr/bin/python3          # Debian's, where python3-psycopg is installed
+
+rp_setup
+# Acked commits must survive an immediate restart of PostgreSQL: the
+# test configuration's synchronous_commit = off would lose the last ones
+# and read as lost writes.  The elector: a lease of 3 s renewed every second.
+common_conf="synchronous_commit = on
+max_connections = 100
+redis_primitives.election_lease = 3000
+redis_primitives.election_renew = 1000
+redis_primitives.election_margin = 500
+redis_primitives.lease_margin = 300
+redis_primitives.elections = 'soak-leader'
+redis_primitives.command_timeout = 1500
+log_min_messages = warning"
+RP_EXTRA_CONF="$common_conf
+redis_primitives.node_id = 'n1'" rp_start_servers
+PG2PORT=$(rp_free_port)
+rp_start_pg pg2 "$PG2PORT" "$common_conf
+redis_primitives.node_id = 'n2'"
+
+SOAK_OUT=${SOAK_OUT:-$(mktemp -d /tmp/soak-$SOAK_SEED.XXXX)}
+mkdir -p "$SOAK_OUT"; rm -f "$SOAK_OUT"/*.jsonl "$SOAK_OUT"/*.json
+chmod 777 "$SOAK_OUT"
+for port in "$PGPORT" "$PG2PORT"; do
+	psql -X -q -p "$port" -c "CREATE DATABASE soak" >/dev/null || exit 1
+	psql -X -q -p "$port" -d soak -v ON_ERROR_STOP=1 -f "$RP_ROOT/soak/sql/common.sql" >/dev/null || exit 1
+done
+psql -X -q -p "$PGPORT" -d soak -v ON_ERROR_STOP=1 -f "$RP_ROOT/soak/sql/node1.sql" >/dev/null || exit 1
+for port in "$PGPORT" "$PG2PORT"; do
+	psql -X -q -p "$port" -d soak -v ON_ERROR_STOP=1 -f "$RP_ROOT/soak/sql/leader.sql" >/dev/null || exit 1
+done
+# Every guard must be able to guard its table, or the run proves nothing.
+problems=$(psql -X -At -p "$PGPORT" -d soak -c "SELECT t, p.* FROM unnest(ARRAY['t_token','t_skip','t_strict','t_lock','t_leader','rp_fenced_store']) t, rp_fence_check(t::regclass) p")
+[ -z "$problems" ] || { rp_log "rp_fence_check: $problems"; exit 1; }
+
+rp_log "soak: seed $SOAK_SEED, $SOAK_SECONDS s, history in $SOAK_OUT"
+export SOAK_SECONDS SOAK_SEED SOAK_OUT PGPORT PG2PORT REDIS_PORT RP_TMP PGHOST
+export SOAK_PGBIN=$PGBIN
+$PY "$RP_ROOT/soak/driver.py" || { rp_log "soak: the driver failed"; exit 1; }
+$PY "$RP_ROOT/soak/check.py" "$SOAK_OUT"; rc=$?
+$PY "$RP_ROOT/soak/selftest.py" "$SOAK_OUT" || rc=1
+rp_log "soak: seed $SOAK_SEED, history kept in $SOAK_OUT (re-check: $PY soak/check.py $SOAK_OUT)"
+exit $rc
