@@ -589,8 +589,11 @@ class Nemesis(threading.Thread):
 
     def pick_worker(self, kill):
         srv = self.rnd.choice(["pg1", "pg2"]) if kill == "cancel" else self.rnd.choice(["pg1", "pg1", "pg2"])
+        # The mem* workers are spared, so that some backends live long
+        # enough for the checker to see whether their memory stays flat.
         rows = self.su(srv, "SELECT pid, application_name FROM pg_stat_activity"
-                            " WHERE application_name LIKE 'soak-w-%' ORDER BY pid")
+                            " WHERE application_name LIKE 'soak-w-%' AND application_name NOT LIKE 'soak-w-mem%'"
+                            " ORDER BY pid")
         if not rows:
             return srv, None, None
         pid, app = self.rnd.choice(rows)
@@ -609,7 +612,9 @@ class Nemesis(threading.Thread):
         return {"srv": srv, "pid": pid, "worker": app}
 
     def f_pg_restart(self):
-        srv = self.rnd.choice(["pg1", "pg2"])
+        # Mostly the second server: every restart of the first ends all its
+        # backends, and the memory check needs some that live long.
+        srv = self.rnd.choice(["pg1", "pg2", "pg2", "pg2"])
         d = os.path.join(RP_TMP, PGDIRS[srv])
         cmd = [os.path.join(PGBIN, "pg_ctl"), "-D", d, "-m", "immediate", "-w", "-t", "60",
                "-l", d + ".log", "restart"]
@@ -684,7 +689,8 @@ def main():
              [LeaderWrite("leader2-%d" % i, "pg2") for i in range(2)] +
              [RateLimit("rl%d" % i) for i in range(2)] + [RateLimit("rl2-0", "pg2")] +
              [Semaphore("sem%d" % i) for i in range(2)] +
-             [LongLease("long%d" % i) for i in range(2)])
+             [LongLease("long%d" % i) for i in range(2)] +
+             [LockRMW("mem0"), TokenXact("mem1")])
     samplers = [LeaderSampler("pg1"), LeaderSampler("pg2"), RedisTimeSampler(), RssSampler()]
     nemesis = Nemesis()
     h.event("start", seed=SEED, seconds=SECONDS, workers=len(kinds), faults=nemesis.faults,
