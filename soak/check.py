@@ -18,6 +18,7 @@ passed or failed.  Invariants the design does not promise across a fault
 PostgreSQL) are excused inside that fault's window and counted as excused,
 with the documented reason (docs/testing.md, "The soak").
 """
+import bisect
 import collections
 import glob
 import json
@@ -365,8 +366,11 @@ def check_ratelimit(h, rep):
         if algo == "sliding_log":
             # (t - W, t] holds at most L units: count those surely before k
             # and surely inside k's window.
+            starts = [x["a"] for x in xs]
             for k in xs:
-                s = [x for x in xs if x is not k and x["b"] <= k["a"] and x["a"] >= k["b"] - W + 2]
+                lo = bisect.bisect_left(starts, k["b"] - W + 2)
+                hi = bisect.bisect_right(starts, k["a"])
+                s = [x for x in xs[lo:hi] if x is not k and x["b"] <= k["a"]]
                 tot = sum(x["c"] for x in s) + k["c"]
                 if h.in_loss(s[0]["a"] * 1000 if s else k["a"] * 1000, k["b"] * 1000, "rt"):
                     rep.add(name, undecided=1)
@@ -426,7 +430,6 @@ def check_leaders(h, rep):
             if x == y:
                 continue
             ys = sorted(by[y], key=lambda s: s["rt0"])
-            import bisect
             starts = [s["rt0"] for s in ys]
             for a in by[x]:
                 rep.add("one_leader", checked=1)
@@ -482,9 +485,12 @@ def check_semaphores(h, rep):
         if end > start:
             iv.append((start, end, o))
     iv.sort(key=lambda x: x[0])
+    active = []
     for i, (s, e, o) in enumerate(iv):
         rep.add("semaphore_permits", checked=1)
-        inside = [x for x in iv[:i] if x[1] > s]
+        active = [x for x in active if x[1] > s]
+        inside = list(active)
+        active.append((s, e, o))
         permits = o["inv"]["permits"]
         if len(inside) + 1 > permits:
             v = {"what": "%d holders of SEM-1 (permits %d) at %d" % (len(inside) + 1, permits, s),
