@@ -89,7 +89,8 @@ class History:
         for f in self.faults:
             name = f["inv"]["fault"]
             res = (f["end"] or {}).get("res") or {}
-            lossy = (name == "redis_kill" and (res.get("lost", True) or f["end"]["ev"] != "ok")) or name == "key_prefix"
+            lossy = (name in ("redis_kill", "sentinel_failover") and (res.get("lost", True) or f["end"]["ev"] != "ok")) \
+                or name == "key_prefix"
             if lossy:
                 end = f["end"] or f["inv"]
                 self.loss.append({"fault": name, "t0": f["inv"]["t"], "t1": end["t"] + LOSS_SLACK_US,

@@ -43,6 +43,7 @@ RP_TMP = os.environ["RP_TMP"]
 PGBIN = os.environ["SOAK_PGBIN"]
 FAULTS = os.environ.get("SOAK_FAULTS", "")
 GRACE = float(os.environ.get("SOAK_GRACE", "8"))
+SENTINELS = [x for x in os.environ.get("SOAK_SENTINELS", "").split(",") if x]
 ROWS = 4
 
 stop = threading.Event()
@@ -408,9 +409,22 @@ class LeaderSampler(Sampler):
                                    "valid_until": r[3]}) + "\n")
 
 
-def redis_cmd(*args, timeout=5.0):
+def master_port():
+    """REDIS_PORT, or with Sentinel the port of the master the sentinels name."""
+    for sn in SENTINELS:
+        host, port = sn.rsplit(":", 1)
+        try:
+            r = redis_cmd("SENTINEL", "get-master-addr-by-name", "soakm", timeout=1, port=int(port))
+            if r:
+                return int(r[1])
+        except (OSError, RuntimeError):
+            continue
+    return REDIS_PORT
+
+
+def redis_cmd(*args, timeout=5.0, port=None):
     """A minimal RESP client: one command, one reply (for TIME, SCAN...)."""
-    s = socket.create_connection(("127.0.0.1", REDIS_PORT), timeout=timeout)
+    s = socket.create_connection(("127.0.0.1", port or master_port()), timeout=timeout)
     try:
         msg = "*%d\r\n" % len(args) + "".join("$%d\r\n%s\r\n" % (len(str(a).encode()), a) for a in args)
         s.sendall(msg.encode())
@@ -493,12 +507,13 @@ class Nemesis(threading.Thread):
         self.rnd = random.Random("%d/nemesis" % SEED)
         self.h = History("nemesis")
         self.faults = [f for f in FAULTS.split(",") if f] or self.ALL
-        self.life = "none"              # rp_start_redis starts it without persistence
+        self.life = {}                  # port -> "aof" | "none" (rp_start_redis: none)
         self.prefix = "rp:"
-        self.h.event("redis_life", mode=self.life)
+        if SENTINELS and not FAULTS:
+            self.faults = self.faults + ["sentinel_failover"]
 
-    def redis_pid(self):
-        with open(os.path.join(RP_TMP, "redis-%d.pid" % REDIS_PORT)) as f:
+    def redis_pid(self, port):
+        with open(os.path.join(RP_TMP, "redis-%d.pid" % port)) as f:
             return int(f.read().strip())
 
     def su(self, conn_srv, sql):
@@ -510,21 +525,21 @@ class Nemesis(threading.Thread):
         finally:
             c.close()
 
-    def start_redis(self, mode):
-        aof_dir = os.path.join(RP_TMP, "soak-aof")
-        args = ["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
+    def start_redis(self, mode, port):
+        aof_dir = os.path.join(RP_TMP, "soak-aof-%d" % port)
+        args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                 "--maxmemory-policy", "noeviction", "--enable-debug-command", "local",
-                "--daemonize", "yes", "--dir", RP_TMP, "--pidfile", os.path.join(RP_TMP, "redis-%d.pid" % REDIS_PORT),
-                "--logfile", os.path.join(RP_TMP, "redis-%d.log" % REDIS_PORT)]
+                "--daemonize", "yes", "--dir", RP_TMP, "--pidfile", os.path.join(RP_TMP, "redis-%d.pid" % port),
+                "--logfile", os.path.join(RP_TMP, "redis-%d.log" % port), "--dbfilename", "dump-%d.rdb" % port]
         if mode == "aof":
-            args += ["--appendonly", "yes", "--appendfsync", "always", "--appenddirname", "soak-aof"]
+            args += ["--appendonly", "yes", "--appendfsync", "always", "--appenddirname", "soak-aof-%d" % port]
         else:
             args += ["--appendonly", "no"]
             subprocess.run(["rm", "-rf", aof_dir])
         subprocess.run(args, check=True)
         for _ in range(200):
             try:
-                if redis_cmd("PING", timeout=1) == "PONG":
+                if redis_cmd("PING", timeout=1, port=port) == "PONG":
                     return
             except (OSError, RuntimeError):
                 pass
@@ -544,15 +559,17 @@ class Nemesis(threading.Thread):
 
     def f_redis_stop(self):
         s = self.rnd.uniform(0.3, 3)
-        pid = self.redis_pid()
+        port = master_port()
+        pid = self.redis_pid(port)
         os.kill(pid, 19)
         time.sleep(s)
         os.kill(pid, 18)
-        return {"seconds": s}
+        return {"seconds": s, "port": port}
 
     def f_redis_kill(self):
-        pid = self.redis_pid()
-        killed = self.life
+        port = master_port()
+        pid = self.redis_pid(port)
+        killed = self.life.get(port, "none")
         os.kill(pid, 9)
         for _ in range(100):
             try:
@@ -561,10 +578,27 @@ class Nemesis(threading.Thread):
                 break
             time.sleep(0.02)
         time.sleep(self.rnd.uniform(0, 1))
-        self.life = self.rnd.choice(["aof", "none"])
-        lost = not (killed == "aof" and self.life == "aof")
-        self.start_redis(self.life)
-        return {"killed_life": killed, "new_life": self.life, "lost": lost}
+        life = self.life[port] = self.rnd.choice(["aof", "none"])
+        # With Sentinel the replica may have missed the last writes, or
+        # resync from an emptied master: a kill may always lose data there.
+        lost = bool(SENTINELS) or not (killed == "aof" and life == "aof")
+        self.start_redis(life, port)
+        return {"killed_life": killed, "new_life": life, "lost": lost, "port": port}
+
+    def f_sentinel_failover(self):
+        old = master_port()
+        for sn in SENTINELS:
+            try:
+                redis_cmd("SENTINEL", "FAILOVER", "soakm", port=int(sn.rsplit(":", 1)[1]))
+                break
+            except (OSError, RuntimeError):
+                continue
+        for _ in range(300):
+            if master_port() != old:
+                break
+            time.sleep(0.05)
+        # Replication is asynchronous: the new master may lack the last writes.
+        return {"from": old, "to": master_port(), "lost": True}
 
     def f_client_pause(self):
         ms = self.rnd.randint(300, 2500)
@@ -582,14 +616,16 @@ class Nemesis(threading.Thread):
         return {"seconds": s}
 
     def f_maxmemory(self):
-        used = int([l for l in redis_cmd("INFO", "memory").splitlines() if l.startswith("used_memory:")][0].split(":")[1])
+        port = master_port()
+        used = int([l for l in redis_cmd("INFO", "memory", port=port).splitlines()
+                    if l.startswith("used_memory:")][0].split(":")[1])
         s = self.rnd.uniform(0.5, 3)
-        redis_cmd("CONFIG", "SET", "maxmemory", used + 32 * 1024)
+        redis_cmd("CONFIG", "SET", "maxmemory", used + 32 * 1024, port=port)
         try:
             time.sleep(s)
         finally:
-            redis_cmd("CONFIG", "SET", "maxmemory", 0)
-        return {"seconds": s}
+            redis_cmd("CONFIG", "SET", "maxmemory", 0, port=port)
+        return {"seconds": s, "port": port}
 
     def pick_worker(self, kill):
         srv = self.rnd.choice(["pg1", "pg2"]) if kill == "cancel" else self.rnd.choice(["pg1", "pg1", "pg2"])

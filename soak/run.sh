@@ -34,8 +34,45 @@ redis_primitives.lease_margin = 300
 redis_primitives.elections = 'soak-leader'
 redis_primitives.command_timeout = 1500
 log_min_messages = warning"
-RP_EXTRA_CONF="$common_conf
-redis_primitives.node_id = 'n1'" rp_start_servers
+rp_prepare_servers
+# SOAK_SENTINEL=1: the Redis started above becomes the master of a replica
+# watched by three sentinels, the servers find the master through them, and
+# the nemesis adds 'sentinel_failover' (and its Redis faults hit whichever
+# node is master at the time).
+SOAK_SENTINELS=""
+if [ "${SOAK_SENTINEL:-0}" = 1 ]; then
+	replica=$(rp_free_port)
+	rp_start_redis "$replica" --replicaof 127.0.0.1 "$REDIS_PORT" --dbfilename "dump-$replica.rdb" || exit 1
+	redis-cli -p "$REDIS_PORT" config set dbfilename "dump-$REDIS_PORT.rdb" >/dev/null
+	for i in 1 2 3; do
+		p=$(rp_free_port)
+		cat > "$RP_TMP/sentinel-$p.conf" <<CONF
+port $p
+bind 127.0.0.1
+daemonize yes
+pidfile $RP_TMP/redis-$p.pid
+logfile $RP_TMP/redis-$p.log
+dir $RP_TMP
+sentinel monitor soakm 127.0.0.1 $REDIS_PORT 2
+sentinel down-after-milliseconds soakm 1000
+sentinel failover-timeout soakm 3000
+sentinel parallel-syncs soakm 1
+CONF
+		redis-sentinel "$RP_TMP/sentinel-$p.conf" || exit 1
+		SOAK_SENTINELS="$SOAK_SENTINELS${SOAK_SENTINELS:+,}127.0.0.1:$p"
+	done
+	for i in $(seq 200); do
+		[ "$(redis-cli -p "${SOAK_SENTINELS##*:}" sentinel sentinels soakm | grep -c '^name$')" -ge 2 ] &&
+		redis-cli -p "$replica" info replication | grep -q master_link_status:up && break
+		sleep 0.1
+	done
+	common_conf="$common_conf
+redis_primitives.sentinels = '$SOAK_SENTINELS'
+redis_primitives.sentinel_master = 'soakm'"
+	export SOAK_REDIS_NODES="$REDIS_PORT $replica"
+fi
+rp_start_pg pg "$PGPORT" "$common_conf
+redis_primitives.node_id = 'n1'" || exit 1
 PG2PORT=$(rp_free_port)
 rp_start_pg pg2 "$PG2PORT" "$common_conf
 redis_primitives.node_id = 'n2'"
@@ -56,7 +93,7 @@ problems=$(psql -X -At -p "$PGPORT" -d soak -c "SELECT t, p.* FROM unnest(ARRAY[
 [ -z "$problems" ] || { rp_log "rp_fence_check: $problems"; exit 1; }
 
 rp_log "soak: seed $SOAK_SEED, $SOAK_SECONDS s, history in $SOAK_OUT"
-export SOAK_SECONDS SOAK_SEED SOAK_OUT PGPORT PG2PORT REDIS_PORT RP_TMP PGHOST
+export SOAK_SECONDS SOAK_SEED SOAK_OUT PGPORT PG2PORT REDIS_PORT RP_TMP PGHOST SOAK_SENTINELS
 export SOAK_PGBIN=$PGBIN
 $PY "$RP_ROOT/soak/driver.py" || { rp_log "soak: the driver failed"; exit 1; }
 $PY "$RP_ROOT/soak/check.py" "$SOAK_OUT"; rc=$?
