@@ -466,10 +466,12 @@ class RedisTimeSampler(Sampler):
         super().__init__("rtime", 0.5)
 
     def sample(self):
+        port = master_port()
         t0, rt0 = clock()
-        r = redis_cmd("TIME", timeout=2)
+        r = redis_cmd("TIME", timeout=2, port=port)
         t1, rt1 = clock()
-        self.h.f.write(json.dumps({"ev": "rtime", "rt0": rt0, "rt1": rt1,
+        # "master": with Sentinel, the checker sees each failover here
+        self.h.f.write(json.dumps({"ev": "rtime", "t0": t0, "t1": t1, "rt0": rt0, "rt1": rt1, "master": port,
                                    "redis_us": int(r[0]) * 1000000 + int(r[1])}) + "\n")
 
 

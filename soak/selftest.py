@@ -13,9 +13,7 @@ second leader sample, ...), placed where no documented fault excuses it.
 import copy
 import json
 import os
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check  # noqa: E402  (the checker under test; the driver is never imported)
@@ -33,17 +31,8 @@ def load(d):
 
 
 def run(events, final):
-    d = tempfile.mkdtemp(prefix="soak-selftest-")
-    try:
-        with open(os.path.join(d, "history-all.jsonl"), "w") as f:
-            for e in events:
-                f.write(json.dumps(e) + "\n")
-        with open(os.path.join(d, "final.json"), "w") as f:
-            json.dump(final, f)
-        rep, _, _ = check.main(d, quiet=True)
-        return {k: len(v["violations"]) for k, v in rep.inv.items()}
-    finally:
-        shutil.rmtree(d)
+    rep, _, _ = check.decide(events, final, quiet=True)
+    return {k: len(v["violations"]) for k, v in rep.inv.items()}
 
 
 def free(h, t0, t1):
