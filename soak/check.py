@@ -32,7 +32,7 @@ RSS_SLACK_KB = int(os.environ.get("SOAK_RSS_SLACK_KB", "4096"))
 FLOORED_PREFIXES = ("L-", "TK-", "SK-", "ST-", "F-")   # names acquired with a floor
 NAIVE_TABLES = ("t_naive",)
 INVARIANTS = ("history_complete", "fence_monotonic", "acked_writes_kept", "final_value", "no_lost_update",
-              "strict_refuses_missing_token", "fence_unique", "epoch_unique", "redis_clock_is_ours",
+              "strict_refuses_missing_token", "fence_unique", "epoch_unique", "epoch_floor", "redis_clock_is_ours",
               "ratelimit_sliding_log", "ratelimit_sliding_window", "ratelimit_gcra", "one_leader",
               "semaphore_permits", "no_stranded_lease", "memory_flat")
 WRITE_KINDS = ("rmw_write", "xact_write", "nocol_write", "fenced_write", "leader_write")
@@ -342,6 +342,24 @@ def check_unique(h, final, rep):
                 rep.add("epoch_unique", excused=v)
             else:
                 rep.add("epoch_unique", violation=v)
+    # The elector's floor: each new term of a server's elector has a higher
+    # epoch than every term it held before, even after Redis lost the
+    # counter; only a restart of that server (the floor is in shared memory)
+    # excuses a step back.
+    for srv in sorted({s["srv"] for s in h.other["leader"]}):
+        top = None
+        for s in sorted((s for s in h.other["leader"] if s["srv"] == srv and s.get("leader") and s.get("epoch")),
+                        key=lambda s: s["t0"]):
+            rep.add("epoch_floor", checked=1)
+            if top is not None and s["epoch"] < top["epoch"]:
+                if any(top["t0"] <= r0 <= s["t1"] for r0, _ in h.restarts.get(srv, [])):
+                    top = s         # a new life of the server, a new floor
+                    continue
+                rep.add("epoch_floor", violation={
+                    "what": "%s led with epoch %d after leading with epoch %d, with no restart between" % (
+                        srv, s["epoch"], top["epoch"]), "history": [json.dumps(top), json.dumps(s)]})
+            if top is None or s["epoch"] > top["epoch"]:
+                top = s
     # The same epoch accepted by both servers' leader-bound tables.
     tok = collections.defaultdict(set)
     for a in final["audit"]:

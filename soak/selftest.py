@@ -127,6 +127,15 @@ def d_epoch(ev, fin, h):
     return None
 
 
+def d_epoch_floor(ev, fin, h):
+    for s in reversed(ev):
+        if s.get("ev") == "leader" and s.get("leader") and (s.get("epoch") or 0) > 1:
+            ev.append(dict(s, epoch=s["epoch"] - 1, t0=s["t1"] + 10, t1=s["t1"] + 20,
+                           rt0=s["rt1"] + 10, rt1=s["rt1"] + 20))
+            return "%s leads with epoch %d right after epoch %d" % (s["srv"], s["epoch"] - 1, s["epoch"])
+    return None
+
+
 def d_leader(ev, fin, h):
     for s in ev:
         if s.get("ev") == "leader" and s.get("leader") and s.get("valid_until") and \
@@ -208,7 +217,7 @@ def d_clock(ev, fin, h):
 
 DOCTORS = [
     ("fence_monotonic", d_fence), ("acked_writes_kept", d_acked), ("acked_writes_kept", d_refused_committed),
-    ("final_value", d_final), ("no_lost_update", d_lost), ("fence_unique", d_unique), ("epoch_unique", d_epoch),
+    ("final_value", d_final), ("no_lost_update", d_lost), ("fence_unique", d_unique), ("epoch_unique", d_epoch), ("epoch_floor", d_epoch_floor),
     ("one_leader", d_leader), ("ratelimit_sliding_log", d_rl("sliding_log")),
     ("ratelimit_sliding_window", d_rl("sliding_window")), ("ratelimit_gcra", d_rl("gcra")),
     ("semaphore_permits", d_sem), ("no_stranded_lease", d_stranded), ("memory_flat", d_rss),
