@@ -492,25 +492,36 @@ def check_semaphores(h, rep):
     for o in h.kind("release"):
         if o["inv"]["name"] == "SEM-1":
             rel[(o["inv"]["th"], o["inv"].get("fence"))] = o
+    # Each holder's interval must lie inside the time Redis held its permit:
+    # from the acquire's completion to the earliest of the deadline
+    # (invocation + TTL), the release's invocation, the COMMIT's invocation.
+    # A holder whose session died holding it was released at an instant the
+    # history does not know (exit release): undecided, not counted.
     for o in h.kind("sem_acquire", "sem_xact"):
         l = lease_of(o)
         inv = o["inv"]
-        if o["inv"]["kind"] == "sem_xact":
-            # the permit is held from the sem_held mark (or the completion)
-            cand = [e for e in h.other["sem_held"] if e["th"] == inv["th"] and inv["t"] <= e["t"] and
-                    (o["end"] is None or e["t"] <= o["end"]["t"])]
-            if not cand:
+        deadline = inv["rt"] + inv["ttl"] * 1000 - 2000
+        if inv["kind"] == "sem_xact":
+            if o["end"] is None or o["end"]["ev"] != "ok" or not (o["end"].get("res") or {}).get("lease"):
+                if o["end"] is not None and o["end"]["ev"] != "ok":
+                    rep.add("semaphore_permits", undecided=1)
                 continue
-            start = cand[0]["rt"]
-            deadline = inv["rt"] + inv["ttl"] * 1000 - 2000
-            end = min(deadline, o["end"]["rt"]) if o["end"] is not None else deadline
+            fence = o["end"]["res"]["lease"]["fence"]
+            held = [e for e in h.other["sem_held"] if e["th"] == inv["th"] and e["fence"] == fence
+                    and inv["t"] <= e["t"] <= o["end"]["t"]]
+            done = [e for e in h.other["sem_commit"] if e["th"] == inv["th"] and e["fence"] == fence
+                    and inv["t"] <= e["t"] <= o["end"]["t"]]
+            if not held or not done:
+                continue
+            start, end = held[0]["rt"], min(deadline, done[0]["rt"])
         else:
             if l is None:
                 continue
-            start = o["end"]["rt"]
-            deadline = inv["rt"] + inv["ttl"] * 1000 - 2000
             r = rel.get((inv["th"], l["fence"]))
-            end = min(deadline, r["inv"]["rt"]) if r else deadline
+            if r is None or r["end"] is None or r["end"]["ev"] != "ok":
+                rep.add("semaphore_permits", undecided=1)
+                continue
+            start, end = o["end"]["rt"], min(deadline, r["inv"]["rt"])
         if end > start:
             iv.append((start, end, o))
     iv.sort(key=lambda x: x[0])

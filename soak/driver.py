@@ -328,6 +328,7 @@ class Semaphore(Worker):
                 if lease is not None:
                     self.h.event("sem_held", name="SEM-1", fence=lease["fence"])
                     time.sleep(hold)
+                    self.h.event("sem_commit", name="SEM-1", fence=lease["fence"])
                 c.execute("COMMIT")
                 return {"lease": lease}
             self.op("sem_xact", fn, name="SEM-1", permits=self.PERMITS, ttl=ttl, scope="xact")

@@ -175,6 +175,10 @@ def d_sem(ev, fin, h):
                    "permits": 3, "ttl": 5000, "scope": "session", "t": t0 + k, "rt": rt0 + k})
         ev.append({"ev": "ok", "op": op, "th": "doctor%d" % k, "t": t0 + 10 + k, "rt": rt0 + 10 + k,
                    "res": {"fence": 10 ** 9 + k, "token": "doc%d" % k, "exp": rt0 + 5 * 10 ** 6}})
+        rel = "doctor:semrel%d" % k
+        ev.append({"ev": "inv", "op": rel, "kind": "release", "th": "doctor%d" % k, "srv": "pg1", "name": "SEM-1",
+                   "fence": 10 ** 9 + k, "t": t0 + 1000 + k, "rt": rt0 + 1000 + k})
+        ev.append({"ev": "ok", "op": rel, "th": "doctor%d" % k, "t": t0 + 1010 + k, "rt": rt0 + 1010 + k, "res": True})
     return "4 holders of 3 permits at the start of the run"
 
 
