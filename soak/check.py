@@ -113,9 +113,13 @@ class History:
                 if srv:
                     self.restarts[srv].append((f["inv"]["t"], f["end"]["t"] + LOSS_SLACK_US))
 
-    def in_loss(self, t0, t1, clock="t"):
+    def in_loss(self, t0, t1, clock="t", redis_only=False):
+        """The loss window [t0, t1] overlaps, if any; redis_only: only those
+        where Redis itself lost writes (not a key_prefix change)."""
         a, b = ("t0", "t1") if clock == "t" else ("rt0", "rt1")
         for w in self.loss:
+            if redis_only and w["fault"] == "key_prefix":
+                continue
             if t0 <= w[b] and t1 >= w[a]:
                 return w
         return None
@@ -321,7 +325,9 @@ def check_unique(h, final, rep):
     # Epochs: one node per epoch, from every leadership sample of both servers.
     seen = collections.defaultdict(dict)              # epoch -> node -> first sample
     for s in h.other["leader"]:
-        if s.get("epoch") is not None and s.get("node"):
+        # A follower's row shows the epoch it sees, under its own node_id:
+        # only a sample that believes it leads says who holds the epoch.
+        if s.get("leader") and s.get("epoch") is not None and s.get("node"):
             seen[s["epoch"]].setdefault(s["node"], s)
     for epoch, nodes in seen.items():
         rep.add("epoch_unique", checked=1)
@@ -567,8 +573,20 @@ def check_end(h, final, rep):
         # Documented: an immediate shutdown of PostgreSQL runs no exit
         # callbacks, and its background worker's memory of orphans is gone.
         srv = o["inv"].get("srv") if o else None
+        # ... and a release that Redis lost: acknowledged by a master that a
+        # failover then replaced, or lost with Redis' data.
+        rel = None
+        if o:
+            rel = next((r for r in h.kind("release") if r["inv"]["th"] == o["inv"]["th"]
+                        and r["inv"]["name"] == o["inv"]["name"] and r["inv"]["t"] > o["inv"]["t"]), None)
+        w = o and h.in_loss(o["inv"]["t"], rel["end"]["t"] if rel and rel["end"] else o["inv"]["t"] + 60_000_000,
+                            redis_only=True)
         if o and any(r0 >= o["inv"]["t"] for r0, _ in h.restarts.get(srv, [])):
             v["excused_by"] = "immediate restart of %s while held" % srv
+            rep.add("no_stranded_lease", excused=v)
+        elif w:
+            v["excused_by"] = w
+            v["history"] += excerpt(rel)
             rep.add("no_stranded_lease", excused=v)
         else:
             rep.add("no_stranded_lease", violation=v)
