@@ -357,9 +357,35 @@ class LongLease(Worker):
             name=name, ttl=60000, wait=0, scope="session")
         if ok and lease is not None:
             self.sleep(self.rnd.uniform(0.2, 3))
-            self.op("release", lambda c, op: c.execute("SELECT rp_release(%s)", (name,)).fetchone()[0],
-                    name=name, fence=lease["fence"])
+            # What a connection pool does: extend and release by token from
+            # another connection (the holder's session stays open).
+            pool = self.rnd.random() < 0.4
+            if pool and self.rnd.random() < 0.5:
+                self.pooled(lambda: self.op("extend_token", lambda c, op: c.execute(
+                    "SELECT (rp_extend(%s, %s, 60000)).fence", (name, lease["token"])).fetchone()[0],
+                    name=name, fence=lease["fence"], pool=True))
+            if pool:
+                self.pooled(lambda: self.op("release", lambda c, op: c.execute(
+                    "SELECT rp_release(%s, %s)", (name, lease["token"])).fetchone()[0],
+                    name=name, fence=lease["fence"], pool=True))
+            else:
+                self.op("release", lambda c, op: c.execute("SELECT rp_release(%s)", (name,)).fetchone()[0],
+                        name=name, fence=lease["fence"])
         self.sleep(self.rnd.uniform(0, 0.3))
+
+    def pooled(self, fn):
+        """Run fn with the second ('pool') connection as the current one."""
+        own, self.c = self.c, getattr(self, "c2", None)
+        try:
+            return fn()
+        finally:
+            self.c2, self.c = self.c, own
+
+    def run(self):
+        try:
+            super().run()
+        finally:
+            self.pooled(self.close)
 
 
 # ---- samplers -------------------------------------------------------------
