@@ -338,9 +338,15 @@ def check_unique(h, final, rep):
             # restarted after a Redis data loss does not know old epochs.
             excuse = None
             for r0, r1 in h.restarts.get(b["srv"], []):
-                w = h.in_loss(r0, b["t1"])
+                w = h.in_loss(r0, b["t1"], redis_only=True)
                 if r0 < b["t1"] and w:
                     excuse = w
+            # Documented: until every server has reloaded a new key_prefix,
+            # each prefix has its own election, and two electors whose floor
+            # is the same last epoch both take the next one.
+            w = h.in_loss(b["t0"], b["t1"])
+            if w and w["fault"] == "key_prefix":
+                excuse = w
             v = {"what": "epoch %d held by %s and %s" % (epoch, a["node"], b["node"]),
                  "history": [json.dumps(a), json.dumps(b)]}
             if excuse:
