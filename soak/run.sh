@@ -17,6 +17,9 @@
 # after the servers are gone.  Exits 1 on any violation.
 set -uo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
+# The whole run is one function, so bash reads all of it before it starts:
+# editing this file during a long run cannot change what that run does next.
+main() {
 SOAK_SECONDS=${SOAK_SECONDS:-90}
 SOAK_SEED=${SOAK_SEED:-$(( (RANDOM << 15) | RANDOM ))}
 PY=/usr/bin/python3          # Debian's, where python3-psycopg is installed
@@ -104,3 +107,5 @@ if [ "$SOAK_SECONDS" -le 300 ] || [ "${SOAK_SELFTEST:-0}" = 1 ]; then
 fi
 rp_log "soak: seed $SOAK_SEED, history kept in $SOAK_OUT (re-check: $PY soak/check.py $SOAK_OUT)"
 exit $rc
+}
+main "$@"
