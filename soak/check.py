@@ -500,10 +500,12 @@ def check_leaders(h, rep):
 
 def check_semaphores(h, rep):
     iv = []
-    rel = {}
+    # A holder's release: the first release of that fence by the same thread
+    # after the acquire (fences repeat after Redis lost the counter).
+    rel = collections.defaultdict(list)
     for o in h.kind("release"):
         if o["inv"]["name"] == "SEM-1":
-            rel[(o["inv"]["th"], o["inv"].get("fence"))] = o
+            rel[(o["inv"]["th"], o["inv"].get("fence"))].append(o)
     # Each holder's interval must lie inside the time Redis held its permit:
     # from the acquire's completion to the earliest of the deadline
     # (invocation + TTL), the release's invocation, the COMMIT's invocation.
@@ -529,7 +531,7 @@ def check_semaphores(h, rep):
         else:
             if l is None:
                 continue
-            r = rel.get((inv["th"], l["fence"]))
+            r = next((x for x in rel.get((inv["th"], l["fence"]), []) if x["inv"]["t"] > o["inv"]["t"]), None)
             if r is None or r["end"] is None or r["end"]["ev"] != "ok":
                 rep.add("semaphore_permits", undecided=1)
                 continue
