@@ -119,8 +119,9 @@ def d_unique(ev, fin, h):
 
 def d_epoch(ev, fin, h):
     for s in ev:
-        if s.get("ev") == "leader" and s.get("epoch") is not None:
-            s2 = dict(s, node="doctored#x", srv="pg2" if s["srv"] == "pg1" else "pg1", leader=False,
+        if s.get("ev") == "leader" and s.get("leader") and s.get("epoch") is not None and \
+                free(h, s["t0"] - 1, s["t1"] + 10):
+            s2 = dict(s, node="doctored#x", srv="pg2" if s["srv"] == "pg1" else "pg1",
                       t0=s["t0"] + 1, t1=s["t1"] + 1)
             ev.append(s2)
             return "epoch %d seen held by a second node" % s["epoch"]
