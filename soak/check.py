@@ -282,6 +282,14 @@ def lease_of(o):
     return None
 
 
+def first_token(write_op):
+    """The token of the lease a write was made under (xact writes carry it)."""
+    res = (write_op["end"] or {}).get("res")
+    if isinstance(res, dict) and isinstance(res.get("lease"), dict):
+        return res["lease"]["token"]
+    return write_op["inv"].get("token")
+
+
 def check_unique(h, final, rep):
     issued = collections.defaultdict(list)            # (name, fence) -> ops
     for o in h.kind("acquire", "xact_write", "nocol_write"):
@@ -306,12 +314,19 @@ def check_unique(h, final, rep):
         floored = name.startswith(FLOORED_PREFIXES)
         inv_name = "fence_unique" if floored else "fence_unique[no floor: info]"
         rep.add(inv_name, checked=1)
+        # An acquire of a name the session already holds returns that same
+        # lease (same token): one issue, however many acquires returned it.
+        ops.sort(key=lambda o: o["inv"]["t"])
+        first_of = {}
+        for o in ops:
+            first_of.setdefault(lease_of(o)["token"], o)
+        ops = list(first_of.values())
         if len(ops) < 2:
             continue
-        ops.sort(key=lambda o: o["inv"]["t"])
         first = accepted.get((name, fence))
         for later in ops:
-            if first is None or later is first or later["inv"]["t"] <= first["end"]["t"]:
+            if first is None or later is first or later["inv"]["t"] <= first["end"]["t"] \
+                    or lease_of(later)["token"] == first_token(first):
                 continue
             if later["inv"]["th"] == first["inv"]["th"] and later["inv"]["op"] == first["inv"]["op"]:
                 continue

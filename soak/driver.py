@@ -212,7 +212,7 @@ class LockRMW(Worker):
             else:
                 sql = "UPDATE %s SET value = %%s, read_value = %%s, op_id = %%s WHERE id = %%s" % self.table
             self.op("rmw_write", lambda c, op: c.execute(sql, (v + d, v, op, i)).rowcount,
-                    tbl=self.table, id=i, name=name, fence=lease["fence"], read=v, delta=d)
+                    tbl=self.table, id=i, name=name, fence=lease["fence"], token=lease["token"], read=v, delta=d)
         self.op("release", lambda c, op: c.execute("SELECT rp_release(%s)", (name,)).fetchone()[0],
                 name=name, fence=lease["fence"])
 
@@ -279,7 +279,7 @@ class FencedWrite(Worker):
         self.sleep(self.rnd.uniform(0, ttl * 1.3 / 1000))
         self.op("fenced_write", lambda c, op: c.execute(
             "SELECT rp_fenced_write(%s, jsonb_build_object('op', %s::text), %s)", (name, op, lease["fence"])).fetchone()[0],
-            tbl="rp_fenced_store", id=name, name=name, fence=lease["fence"])
+            tbl="rp_fenced_store", id=name, name=name, fence=lease["fence"], token=lease["token"])
         self.op("release", lambda c, op: c.execute("SELECT rp_release(%s)", (name,)).fetchone()[0],
                 name=name, fence=lease["fence"])
 
