@@ -260,9 +260,11 @@ def check_tables(h, final, rep):
             continue
         res = o["end"].get("res") or {}
         if o["end"]["ev"] == "fail" or res.get("lease") is None:
-            # refused (RP004), or failed for another reason: nothing committed
-            # (acked_writes_kept checks that it is not in the audit)
-            rep.add("strict_refuses_missing_token", checked=1)
+            # Counted when the guard itself refused it (RP004); a call that
+            # failed before the UPDATE (no lease, Redis down) tested nothing.
+            # Either way nothing committed (acked_writes_kept checks that).
+            if o["end"].get("state") == "RP004":
+                rep.add("strict_refuses_missing_token", checked=1)
             continue
         rep.add("strict_refuses_missing_token", checked=1, violation={
             "what": "strict guard accepted an UPDATE without the token (%s)" % o["inv"]["op"], "history": excerpt(o)})
