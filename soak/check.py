@@ -106,6 +106,13 @@ class History:
                 self.loss.append({"fault": "failover %s -> %s" % (a["master"], b["master"]),
                                   "t0": a["t0"] - LOSS_SLACK_US, "t1": b["t1"] + 2 * LOSS_SLACK_US,
                                   "rt0": a["rt0"] - LOSS_SLACK_US, "rt1": b["rt1"] + 2 * LOSS_SLACK_US, "op": None})
+        # ... and every sample in which two nodes answered ROLE as master
+        # (the old one not demoted yet): from 5 s before to 5 s after.
+        for x in rts:
+            if len(x.get("masters") or []) > 1:
+                self.loss.append({"fault": "two masters %s" % x["masters"],
+                                  "t0": x["t0"] - LOSS_SLACK_US, "t1": x["t1"] + LOSS_SLACK_US,
+                                  "rt0": x["rt0"] - LOSS_SLACK_US, "rt1": x["rt1"] + LOSS_SLACK_US, "op": None})
         self.restarts = collections.defaultdict(list)   # server -> [(t0, t1)]
         for f in self.faults:
             if f["inv"]["fault"] == "pg_restart" and f["end"] is not None:
@@ -606,7 +613,7 @@ def check_end(h, final, rep):
                         and r["inv"]["name"] == o["inv"]["name"] and r["inv"]["t"] > o["inv"]["t"]), None)
         w = o and h.in_loss(o["inv"]["t"], rel["end"]["t"] if rel and rel["end"] else o["inv"]["t"] + 60_000_000,
                             redis_only=True)
-        if o and any(r0 >= o["inv"]["t"] for r0, _ in h.restarts.get(srv, [])):
+        if o and any(r1 >= o["inv"]["t"] for _, r1 in h.restarts.get(srv, [])):
             v["excused_by"] = "immediate restart of %s while held" % srv
             rep.add("no_stranded_lease", excused=v)
         elif w:

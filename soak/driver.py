@@ -44,6 +44,7 @@ PGBIN = os.environ["SOAK_PGBIN"]
 FAULTS = os.environ.get("SOAK_FAULTS", "")
 GRACE = float(os.environ.get("SOAK_GRACE", "8"))
 SENTINELS = [x for x in os.environ.get("SOAK_SENTINELS", "").split(",") if x]
+NODES = [int(x) for x in os.environ.get("SOAK_REDIS_NODES", "").split() if x] if SENTINELS else []
 ROWS = 4
 
 stop = threading.Event()
@@ -497,9 +498,18 @@ class RedisTimeSampler(Sampler):
         t0, rt0 = clock()
         r = redis_cmd("TIME", timeout=2, port=port)
         t1, rt1 = clock()
+        # With Sentinel, every node that calls itself master: two of them
+        # means the old master is not demoted yet and still takes writes.
+        masters = []
+        for node in NODES:
+            try:
+                if redis_cmd("ROLE", timeout=0.5, port=node)[0] == "master":
+                    masters.append(node)
+            except (OSError, RuntimeError, TypeError, IndexError):
+                pass
         # "master": with Sentinel, the checker sees each failover here
         self.h.f.write(json.dumps({"ev": "rtime", "t0": t0, "t1": t1, "rt0": rt0, "rt1": rt1, "master": port,
-                                   "redis_us": int(r[0]) * 1000000 + int(r[1])}) + "\n")
+                                   "masters": masters, "redis_us": int(r[0]) * 1000000 + int(r[1])}) + "\n")
 
 
 class RssSampler(Sampler):
