@@ -56,11 +56,18 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench deb bench-quick bench-track soak-memory bench-fence bench-tls bench-apps bench-semaphore bench-profile test-semaphore-long
+.PHONY: test demo bench deb bench-quick bench-track soak soak-memory bench-fence bench-tls bench-apps bench-semaphore bench-profile test-semaphore-long
 test:
 	bash scripts/test.sh
 soak-memory:
 	bash scripts/soak-memory.sh
+# A randomized run: workers, a nemesis injecting faults, a history and an
+# independent checker (soak/, docs/testing.md).  SOAK_SECONDS (default 90),
+# SOAK_SEED (default random), SOAK_OUT (where the history is kept).
+soak:
+	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_SEED=$(SOAK_SEED) bash soak/run.sh
+SOAK_SECONDS ?= 90
+SOAK_SEED ?=
 # The semaphore scenario with its races repeated 3x as often (15 rounds, 40
 # waiting holders); make test runs the short form, which checks the same.
 test-semaphore-long:
