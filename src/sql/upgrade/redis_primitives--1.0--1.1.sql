@@ -293,3 +293,25 @@ LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION @extschema@.rp_ratelimit_cache_info() IS
   'The rate-limit refusal cache of this server: whether this session uses it, its size, live refusals, calls it answered, refusals stored, evicted, dropped by an admission under other limits or a reset, and stores skipped because one of those raced with them';
 REVOKE ALL ON FUNCTION @extschema@.rp_ratelimit_cache_info() FROM PUBLIC;
+
+-- ---- perf: rp_acquire_all, rp_acquire_all_xact (src/sql/12_lock_all.sql; issue 17) ----
+
+CREATE FUNCTION @extschema@.rp_acquire_all(names pg_catalog.text[], ttl_ms pg_catalog.int8,
+                                           wait_ms pg_catalog.int8 DEFAULT 0,
+                                           floor pg_catalog.int8 DEFAULT 0)
+RETURNS @extschema@.rp_lease[]
+AS 'MODULE_PATHNAME', 'rp_acquire_all'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION @extschema@.rp_acquire_all(pg_catalog.text[], pg_catalog.int8, pg_catalog.int8, pg_catalog.int8) IS
+  'Take a lease on every name or on none, in one Redis round trip; one lease and fence per name, in the order given; NULL if not acquired within wait_ms (nothing is held while waiting)';
+
+CREATE FUNCTION @extschema@.rp_acquire_all_xact(names pg_catalog.text[], ttl_ms pg_catalog.int8,
+                                                wait_ms pg_catalog.int8 DEFAULT 0,
+                                                floor pg_catalog.int8 DEFAULT 0)
+RETURNS @extschema@.rp_lease[]
+AS 'MODULE_PATHNAME', 'rp_acquire_all_xact'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION @extschema@.rp_acquire_all_xact(pg_catalog.text[], pg_catalog.int8, pg_catalog.int8, pg_catalog.int8) IS
+  'As rp_acquire_all, released when the transaction ends';
+REVOKE ALL ON FUNCTION @extschema@.rp_acquire_all(pg_catalog.text[], pg_catalog.int8, pg_catalog.int8, pg_catalog.int8) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.rp_acquire_all_xact(pg_catalog.text[], pg_catalog.int8, pg_catalog.int8, pg_catalog.int8) FROM PUBLIC;
