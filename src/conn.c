@@ -1239,8 +1239,11 @@ rp_append_script(const char *verb, const char *body, int nkeys,
 				 const RpArg *keys, int nargs, const RpArg *argv)
 {
 	int			argc = 3 + nkeys + nargs;
-	const char **av = palloc(sizeof(char *) * argc);
-	size_t	   *al = palloc(sizeof(size_t) * argc);
+	/* A single call's few arguments need no allocation. */
+	const char *av_local[16];
+	size_t		al_local[16];
+	const char **av = argc <= 16 ? av_local : palloc(sizeof(char *) * argc);
+	size_t	   *al = argc <= 16 ? al_local : palloc(sizeof(size_t) * argc);
 	char		nk[16];
 	int			n = 0;
 	bool		ok;
@@ -1265,8 +1268,11 @@ rp_append_script(const char *verb, const char *body, int nkeys,
 		al[n++] = argv[i].len;
 	}
 	ok = rp_append(argc, av, al);
-	pfree(av);
-	pfree(al);
+	if (av != av_local)
+	{
+		pfree(av);
+		pfree(al);
+	}
 	return ok;
 }
 

@@ -51,6 +51,7 @@
 #include "orphans.h"
 #include "rp_scripts.h"
 #include "stats.h"
+#include "token.h"
 
 #define RP_TOKEN_BYTES	16
 StaticAssertDecl(RP_TOKEN_LEN == RP_TOKEN_BYTES * 2, "a token is hex");
@@ -837,7 +838,7 @@ rp_new_token(char *out)
 	uint8		buf[RP_TOKEN_BYTES];
 	static const char hex[] = "0123456789abcdef";
 
-	if (!pg_strong_random(buf, sizeof(buf)))
+	if (!rp_token_random(buf, sizeof(buf)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not generate a random lease token")));
