@@ -1,0 +1,3 @@
+-- title: SELECT 1 (the floor of every SQL call)
+-- clients: 1 8
+SELECT 1;
