@@ -12,7 +12,7 @@
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-plan 9
+plan 12
 
 RPORT=$(rp_free_port)
 rp_start_redis "$RPORT" || { echo "Bail out! no Redis"; exit 1; }
@@ -88,5 +88,21 @@ state=$(psql -X -At -q -d "$RP_DB" -v VERBOSITY=sqlstate -c "SET statement_timeo
 	-c "SELECT rp_acquire_all(ARRAY['c-1', 'c-2'], 10000, 5000)" 2>&1 | sed -n 's/^ERROR:  *\([0-9A-Z]\{5\}\).*/\1/p')
 is "$state" "57014" "statement_timeout ends the wait (57014)"
 is "$(rc EXISTS "rp:{c-1}:lock")" "0" "and nothing is left held"
+
+# --- Redis Cluster: the names must share a hash slot -----------------------
+# One node serving every slot is a whole cluster: enough to see the check.
+CPORT=$(rp_free_port)
+rp_start_redis "$CPORT" --cluster-enabled yes --cluster-config-file "nodes-$CPORT.conf" >/dev/null
+trap 'rp_stop_redis "$RPORT"; rp_stop_redis "$CPORT"' EXIT
+redis-cli -p "$CPORT" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
+wait_for 10 '[ "$(redis-cli -p $CPORT CLUSTER INFO | tr -d "\r" | sed -n "s/^cluster_state://p")" = ok ]'
+cl() { PGOPTIONS="-c redis_primitives.port=$CPORT -c redis_primitives.cluster=on" \
+	psql -X -At -q -d "$RP_DB" -v VERBOSITY=verbose "$@" 2>&1; }
+out=$(cl -c "SELECT rp_acquire_all(ARRAY['order-1', 'order-2'], 10000)")
+is "$(echo "$out" | sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\):.*/\1/p')" "22023" \
+	"Cluster mode: names in different slots fail at once with 22023"
+cmp_ok "$(echo "$out" | grep -c "HINT:.*order-42}:items")" -eq 1 "with a hint on how to share a slot"
+is "$(cl -c "SELECT array_length(rp_acquire_all(ARRAY['order-42}:items', 'order-42}:payment'], 10000), 1)" -c "SELECT rp_release_all()" | tr '\n' ' ')" \
+	"2 2 " "names with a common beginning ending in '}' share a slot: taken and released"
 
 finish
