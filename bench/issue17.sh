@@ -48,9 +48,9 @@ interleaved() {  # clients script...
 		     /^ - latency average = / && name != "" { print name, $5 }'
 }
 
-for s in ratelimit_refused_flood acquire1 acquire_all10 acquire_release ratelimit_gcra; do setup "$s"; done
+for s in ratelimit_refused_flood acquire1 acquire_all10 lock_pair rl_gcra; do setup "$s"; done
 # Trial transactions: a broken workload must not be timed.
-for s in select1 ratelimit_refused_flood acquire1 acquire_all10 acquire_release ratelimit_gcra; do
+for s in select1 ratelimit_refused_flood acquire1 acquire_all10 lock_pair rl_gcra; do
 	(cd "$W" && pgbench -n -M prepared -c 1 -t 1 -f "$WL/$s.sql" >/dev/null 2>&1) || { echo "workload $s fails" >&2; exit 1; }
 done
 setup ratelimit_refused_flood
@@ -80,13 +80,13 @@ for rep in $(seq "$REPEAT"); do
 	R[all.$rep]=$(awk -v a="$a" -v f="$f" 'BEGIN { printf "%.3f", f / a }')
 	R[all_ms.$rep]="$f / $a"
 
-	interleaved 1 select1 acquire_release ratelimit_gcra > "$W/single.$rep"
+	interleaved 1 select1 lock_pair rl_gcra > "$W/single.$rep"
 	acq=$(raw_ms lock_acquire 2 "rp:{rb:__rand_int__}:lock" "rp:{rb:__rand_int__}:fence" 0123456789abcdef0123456789abcdef 10000 0)
 	rel=$(raw_ms lock_release 1 "rp:{rb:__rand_int__}:lock" 0123456789abcdef0123456789abcdef)
 	gcra=$(raw_ms ratelimit_gcra 1 "rp:{bench-rl-raw}:rl:gcra" 100000 1000 1 1 0)
 	s1=$(awk '$1 == "select1" { print $2 }' "$W/single.$rep")
-	p=$(awk '$1 == "acquire_release" { print $2 }' "$W/single.$rep")
-	g=$(awk '$1 == "ratelimit_gcra" { print $2 }' "$W/single.$rep")
+	p=$(awk '$1 == "lock_pair" { print $2 }' "$W/single.$rep")
+	g=$(awk '$1 == "rl_gcra" { print $2 }' "$W/single.$rep")
 	R[pair.$rep]=$(awk -v p="$p" -v s="$s1" -v a="$acq" -v r="$rel" 'BEGIN { printf "%.3f", p / (2 * s + a + r) }')
 	R[gcra.$rep]=$(awk -v g="$g" -v s="$s1" -v r="$gcra" 'BEGIN { printf "%.3f", g / (s + r) }')
 	R[pair_ms.$rep]="$p / (2 x $s1 + $acq + $rel)"

@@ -1,7 +1,7 @@
--- title: rp_acquire_all of ten names, then rp_release_all (issue 17)
--- clients: 1 8
+-- title: rp_acquire_all of ten names, then rp_release_all (issue 17: <= 1.3x acquire1)
+-- clients: 1 4 16
 -- baseline: acquire1
--- Target: <= 1.3x acquire1 (one name), each statement one round trip.
+-- redis-calls: 2
 SELECT rp_acquire_all(ARRAY['bench-a0-' || :client_id, 'bench-a1-' || :client_id,
        'bench-a2-' || :client_id, 'bench-a3-' || :client_id, 'bench-a4-' || :client_id,
        'bench-a5-' || :client_id, 'bench-a6-' || :client_id, 'bench-a7-' || :client_id,

@@ -1,3 +1,4 @@
--- title: SELECT 1 (the floor of every SQL call)
--- clients: 1 8
+-- title: SELECT 1 (one PostgreSQL round trip: the floor of one statement)
+-- clients: 1 4 16
+-- redis-calls: 0
 SELECT 1;
