@@ -1655,7 +1655,29 @@ rp_lease_datum(FunctionCallInfo fcinfo, const char *name, size_t namelen,
  * an rp_lease[] in the order of the names, NULL when not acquired.
  * ------------------------------------------------------------------------
  */
-#define RP_ACQUIRE_ALL_MAX	1000
+/*
+ * Every name is an unsettled entry while the script is in flight, and the
+ * unsettled list drops its oldest past RP_MAX_UNSETTLED: one call's own
+ * entries must never be among those dropped.
+ */
+#define RP_ACQUIRE_ALL_MAX	100
+StaticAssertDecl(RP_ACQUIRE_ALL_MAX < RP_MAX_UNSETTLED,
+				 "rp_acquire_all's names must fit in the unsettled list");
+
+/*
+ * A copy of a registry entry for the result: a sweep during the call (the
+ * registry is swept as it grows) may free an entry whose deadline passed.
+ */
+static RpLease *
+rp_lease_copy(const RpLease *l)
+{
+	RpLease    *c = palloc(sizeof(RpLease));
+
+	*c = *l;
+	c->name = pnstrdup(l->name, l->namelen);
+	c->key = NULL;
+	return c;
+}
 
 /* The rp_lease[] result: one element per lease, in the order given. */
 static Datum
@@ -1852,7 +1874,7 @@ rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
 		RpLease    *held = rp_registry_find(name[i], len[i]);
 
 		if (held != NULL && held->expires_at > start)
-			out[i] = held;
+			out[i] = rp_lease_copy(held);
 		else
 			todo[ntodo++] = i;
 	}
@@ -1918,7 +1940,7 @@ rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
 					}
 					rp_registry_remove(held);
 				}
-				out[todo[j]] = rp_registry_add(u[j], fences[j], xact, false);
+				out[todo[j]] = rp_lease_copy(rp_registry_add(u[j], fences[j], xact, false));
 			}
 			MemoryContextDelete(attempt_cxt);
 			return rp_acquire_all_result(fcinfo, out, n);

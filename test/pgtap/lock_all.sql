@@ -1,7 +1,7 @@
 -- rp_acquire_all / rp_acquire_all_xact (issue 17): many locks, all or
 -- nothing, in one round trip; each name its own lease and fence.
 BEGIN;
-SELECT plan(27);
+SELECT plan(28);
 
 -- All of them: one lease per name, in the order given, each in Redis.
 CREATE TEMP TABLE got AS SELECT rp_acquire_all(ARRAY['all-a', 'all-b', 'all-c'], 10000) AS l;
@@ -48,6 +48,8 @@ SELECT rp_release_all();
 SELECT throws_ok($$SELECT rp_acquire_all(NULL, 1000)$$, '22004', NULL, 'NULL names: 22004');
 SELECT throws_ok($$SELECT rp_acquire_all(ARRAY['x', NULL], 1000)$$, '22004', NULL, 'a NULL name: 22004');
 SELECT throws_ok($$SELECT rp_acquire_all('{}'::text[], 1000)$$, '22023', NULL, 'no names: 22023');
+SELECT throws_ok($$SELECT rp_acquire_all(ARRAY(SELECT 'n' || g FROM generate_series(1, 101) g), 1000)$$, '22023',
+                 'rp_acquire_all takes between 1 and 100 lock names, got 101', '101 names: 22023');
 SELECT throws_ok($$SELECT rp_acquire_all(ARRAY['x', ''], 1000)$$, '22023', NULL, 'an empty name: 22023');
 SELECT throws_ok($$SELECT rp_acquire_all(ARRAY['x', 'y', 'x'], 1000)$$, '22023', 'lock name "x" appears twice', 'a name twice: 22023');
 SELECT throws_ok($$SELECT rp_acquire_all(ARRAY['x'], 0)$$, '22023', NULL, 'ttl_ms 0: 22023');
