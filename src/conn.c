@@ -35,6 +35,7 @@
 #include <hiredis/hiredis.h>
 
 #include "access/xact.h"
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/fd.h"
@@ -229,22 +230,28 @@ rp_check_sentinels(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/* rp_conn_target_signature's memo (end of file); any setting may change it. */
+static bool rp_target_sig_valid = false;
+
 static void
 rp_mark_changed(const char *newval, void *extra)
 {
 	rp_config_changed = true;
+	rp_target_sig_valid = false;
 }
 
 static void
 rp_mark_changed_int(int newval, void *extra)
 {
 	rp_config_changed = true;
+	rp_target_sig_valid = false;
 }
 
 static void
 rp_mark_changed_bool(bool newval, void *extra)
 {
 	rp_config_changed = true;
+	rp_target_sig_valid = false;
 }
 
 /* A secret: see secret.c. */
@@ -1219,8 +1226,11 @@ rp_append_script(const char *verb, const char *body, int nkeys,
 				 const RpArg *keys, int nargs, const RpArg *argv)
 {
 	int			argc = 3 + nkeys + nargs;
-	const char **av = palloc(sizeof(char *) * argc);
-	size_t	   *al = palloc(sizeof(size_t) * argc);
+	/* A single call's few arguments need no allocation. */
+	const char *av_local[16];
+	size_t		al_local[16];
+	const char **av = argc <= 16 ? av_local : palloc(sizeof(char *) * argc);
+	size_t	   *al = argc <= 16 ? al_local : palloc(sizeof(size_t) * argc);
 	char		nk[16];
 	int			n = 0;
 	bool		ok;
@@ -1245,8 +1255,11 @@ rp_append_script(const char *verb, const char *body, int nkeys,
 		al[n++] = argv[i].len;
 	}
 	ok = rp_append(argc, av, al);
-	pfree(av);
-	pfree(al);
+	if (av != av_local)
+	{
+		pfree(av);
+		pfree(al);
+	}
 	return ok;
 }
 
@@ -1784,4 +1797,36 @@ rp_slot_groups(int n, const RpArg *keys, int *order, int *start)
 	start[ngroups] = n;
 	pfree(slot);
 	return ngroups;
+}
+
+/* ------------------------------------------------------------------------
+ * Which Redis the settings point at (the rate-limit cache, ratecache.c).
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * A 64-bit signature of the Redis server (or Sentinel master, or Cluster)
+ * and database the current settings name, so that state cached in shared
+ * memory about one server is never taken for another's: databases of one
+ * PostgreSQL server may point at different Redis servers.
+ */
+uint64
+rp_conn_target_signature(void)
+{
+	static uint64 sig;
+	StringInfoData buf;
+
+	if (rp_target_sig_valid)
+		return sig;
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "%s|%d|%s|%d|%s|%s|%d",
+					 rp_host ? rp_host : "", rp_port,
+					 rp_unix_socket ? rp_unix_socket : "", rp_database,
+					 rp_sentinels ? rp_sentinels : "",
+					 rp_sentinel_master ? rp_sentinel_master : "",
+					 (int) rp_cluster);
+	sig = hash_bytes_extended((const unsigned char *) buf.data, buf.len, 0);
+	pfree(buf.data);
+	rp_target_sig_valid = true;
+	return sig;
 }

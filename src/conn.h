@@ -123,6 +123,9 @@ extern bool rp_cluster_mode(void);
 extern int	rp_key_slot(const char *key, size_t len);
 extern int	rp_slot_groups(int n, const RpArg *keys, int *order, int *start);
 
+/* Which Redis (and database) the settings name: see conn.c. */
+extern uint64 rp_conn_target_signature(void);
+
 /* Round trip of PING in microseconds, and the server's redis_version. */
 extern void rp_conn_ping(int64 *rtt_us, char **version);
 

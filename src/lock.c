@@ -22,6 +22,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "common/pg_prng.h"
 #include "executor/executor.h"
@@ -35,11 +36,14 @@
 #include "storage/lock.h"
 #include "storage/proc.h"
 #include "tcop/utility.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 
 #include "conn.h"
 #include "errcodes.h"
@@ -47,6 +51,7 @@
 #include "orphans.h"
 #include "rp_scripts.h"
 #include "stats.h"
+#include "token.h"
 
 #define RP_TOKEN_BYTES	16
 StaticAssertDecl(RP_TOKEN_LEN == RP_TOKEN_BYTES * 2, "a token is hex");
@@ -849,7 +854,7 @@ rp_new_token(char *out)
 	uint8		buf[RP_TOKEN_BYTES];
 	static const char hex[] = "0123456789abcdef";
 
-	if (!pg_strong_random(buf, sizeof(buf)))
+	if (!rp_token_random(buf, sizeof(buf)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not generate a random lease token")));
@@ -1563,4 +1568,341 @@ rp_lease_datum(FunctionCallInfo fcinfo, const char *name, size_t namelen,
 	l.fence = fence;
 	l.expires_at = expires_at;
 	return rp_make_lease(fcinfo, &l, true);
+}
+
+/* ------------------------------------------------------------------------
+ * Many locks in one round trip: rp_acquire_all[_xact] (issue 17).
+ *
+ * All or nothing, in one script (lock_acquire_all.lua): each name gets its
+ * own lease, token and fence, or none does.  Waiting repeats the whole
+ * attempt, so nothing is held between attempts and two callers asking for
+ * the same names in different orders cannot deadlock.  Every name is
+ * recorded as unsettled before the script is sent, as rp_acquire does.
+ * Names the session already holds live are taken as they are (no round
+ * trip for them), so a session never waits on itself.  In Redis Cluster a
+ * script runs on one node: the names must share a hash slot.  The result is
+ * an rp_lease[] in the order of the names, NULL when not acquired.
+ * ------------------------------------------------------------------------
+ */
+/*
+ * Every name is an unsettled entry while the script is in flight, and the
+ * unsettled list drops its oldest past RP_MAX_UNSETTLED: one call's own
+ * entries must never be among those dropped.
+ */
+#define RP_ACQUIRE_ALL_MAX	100
+StaticAssertDecl(RP_ACQUIRE_ALL_MAX < RP_MAX_UNSETTLED,
+				 "rp_acquire_all's names must fit in the unsettled list");
+
+/*
+ * A copy of a registry entry for the result: a sweep during the call (the
+ * registry is swept as it grows) may free an entry whose deadline passed.
+ */
+static RpLease *
+rp_lease_copy(const RpLease *l)
+{
+	RpLease    *c = palloc(sizeof(RpLease));
+
+	*c = *l;
+	c->name = pnstrdup(l->name, l->namelen);
+	c->key = NULL;
+	return c;
+}
+
+/* The rp_lease[] result: one element per lease, in the order given. */
+static Datum
+rp_acquire_all_result(FunctionCallInfo fcinfo, RpLease **leases, int n)
+{
+	Oid			elemtype = get_element_type(get_fn_expr_rettype(fcinfo->flinfo));
+	TupleDesc	tupdesc;
+	Datum	   *d = palloc(sizeof(Datum) * n);
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	if (!OidIsValid(elemtype))
+		elog(ERROR, "return type must be an array of rp_lease");
+	tupdesc = lookup_rowtype_tupdesc_copy(elemtype, -1);
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
+		values[0] = PointerGetDatum(cstring_to_text_with_len(leases[i]->name,
+															 leases[i]->namelen));
+		values[1] = CStringGetTextDatum(leases[i]->token);
+		values[2] = Int64GetDatum(leases[i]->fence);
+		values[3] = TimestampTzGetDatum(leases[i]->expires_at);
+		d[i] = HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+	}
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	PG_RETURN_ARRAYTYPE_P(construct_array(d, n, elemtype, typlen, typbyval, typalign));
+}
+
+/*
+ * One attempt for the names in todo[] (indexes into name/len), recorded as
+ * unsettled before it is sent.  Returns true with u[] still unsettled and
+ * fences[] filled, or false when one of the locks is held (u[] forgotten).
+ * On failure the u[] are forgotten only when the command cannot have run.
+ */
+static bool
+rp_try_acquire_all(int n, const char **name, const size_t *len,
+				   char (*token)[RP_TOKEN_LEN + 1], int64 ttl_ms, int64 floor,
+				   RpLease **u, int64 *fences)
+{
+	RpArg	   *keys = palloc(sizeof(RpArg) * 2 * n);
+	RpArg	   *argv = palloc(sizeof(RpArg) * (2 + n));
+	RpReply    *r;
+	RpStatus	st;
+	TimestampTz sent = GetCurrentTimestamp();
+
+	argv[0] = rp_arg_int(ttl_ms);
+	argv[1] = rp_arg_int(floor);
+	for (int i = 0; i < n; i++)
+	{
+		keys[2 * i] = rp_key(name[i], len[i], "lock");
+		keys[2 * i + 1] = rp_key(name[i], len[i], "fence");
+		argv[2 + i] = rp_arg_str(token[i]);
+	}
+	for (int i = 0; i < n; i++)
+		u[i] = rp_unsettled_add(name[i], len[i], RP_LEASE_LOCK, keys[2 * i],
+								token[i], TimestampTzPlusMilliseconds(sent, ttl_ms));
+
+	rp_redis_answered = false;
+	if (!rp_eval_try(&rp_script_lock_acquire_all, 2 * n, keys, 2 + n, argv,
+					 rp_command_timeout_ms, &r, &st))
+	{
+		if (!st.sent || st.answered)
+			for (int i = 0; i < n; i++)
+				rp_unsettled_forget(u[i]);
+		rp_redis_answered = st.answered;
+		rp_status_raise(&st);
+	}
+	rp_redis_answered = true;
+	if (rp_reply_is_nil(r))
+	{
+		for (int i = 0; i < n; i++)
+			rp_unsettled_forget(u[i]);
+		return false;
+	}
+	if (r->type != RP_REPLY_ARRAY || r->nelem != (size_t) n)
+		elog(ERROR, "unexpected Redis reply for lock_acquire_all");
+	for (int i = 0; i < n; i++)
+	{
+		if (r->elem[i]->type != RP_REPLY_STRING)
+			elog(ERROR, "unexpected Redis reply for lock_acquire_all: expected decimal strings");
+		fences[i] = pg_strtoint64(r->elem[i]->str);
+	}
+	return true;
+}
+
+/*
+ * With fence_replicas > 0: one WAIT covers every counter the script raised.
+ * Too few replicas: release them all and fail with RP003, as rp_acquire.
+ */
+static void
+rp_wait_replicas_all(RpLease **u, int n)
+{
+	RpArg		cmd[3];
+	int64		acked;
+	int			timeout = Max(1, Min(rp_fence_replicas_timeout_ms,
+									 rp_command_timeout_ms / 2));
+	bool	   *answered;
+
+	if (rp_fence_replicas <= 0)
+		return;
+	cmd[0] = rp_arg_str("WAIT");
+	cmd[1] = rp_arg_int(rp_fence_replicas);
+	cmd[2] = rp_arg_int(timeout);
+	acked = rp_reply_int(rp_command(3, cmd), "WAIT");
+	if (acked >= rp_fence_replicas)
+		return;
+	answered = palloc0(sizeof(bool) * n);
+	(void) rp_release_leases(u, n, true, answered);
+	for (int i = 0; i < n; i++)
+		if (answered[i])
+			rp_unsettled_forget(u[i]);
+	ereport(ERROR,
+			(errcode(ERRCODE_RP_NOT_REPLICATED),
+			 errmsg("fence tokens of %d locks were not replicated", n),
+			 errdetail(INT64_FORMAT " of %d replica(s) acknowledged within %d ms; the leases were released.",
+					   acked, rp_fence_replicas, timeout),
+			 errhint("A failover now could re-issue these tokens.  Check the replicas, or lower redis_primitives.fence_replicas.")));
+}
+
+static Datum
+rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
+{
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *enulls;
+	int			n;
+	int64		ttl_ms = rp_arg_int8(fcinfo, 1, "ttl_ms", 1, RP_MAX_TTL_MS);
+	int64		wait_ms = rp_arg_int8(fcinfo, 2, "wait_ms", 0, RP_MAX_TTL_MS);
+	int64		floor = rp_arg_int8(fcinfo, 3, "floor", 0, PG_INT64_MAX - 1);
+	const char **name;
+	size_t	   *len;
+	RpLease   **out;
+	int		   *todo;
+	int			ntodo = 0;
+	const char **tname;
+	size_t	   *tlen;
+	char		(*token)[RP_TOKEN_LEN + 1];
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz deadline = TimestampTzPlusMilliseconds(start, wait_ms);
+	TimestampTz lock_deadline = 0;
+	long		backoff = 5;
+	MemoryContext attempt_cxt;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lock names must not be NULL")));
+	arr = PG_GETARG_ARRAYTYPE_P(0);
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &enulls, &n);
+	if (n == 0 || n > RP_ACQUIRE_ALL_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rp_acquire_all takes between 1 and %d lock names, got %d",
+						RP_ACQUIRE_ALL_MAX, n)));
+	name = palloc(sizeof(char *) * n);
+	len = palloc(sizeof(size_t) * n);
+	for (int i = 0; i < n; i++)
+	{
+		text	   *t;
+
+		if (enulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("lock name must not be NULL")));
+		t = DatumGetTextPP(elems[i]);
+		name[i] = VARDATA_ANY(t);
+		len[i] = VARSIZE_ANY_EXHDR(t);
+		if (len[i] == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("lock name must not be empty")));
+		for (int j = 0; j < i; j++)
+			if (len[j] == len[i] && memcmp(name[j], name[i], len[i]) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("lock name \"%s\" appears twice",
+								pnstrdup(name[i], len[i])),
+						 errdetail("Each name is one lease; rp_acquire_all takes each name once.")));
+		if (!xact)
+			rp_pool_check_session_acquire(name[i], len[i]);	/* pool.c */
+	}
+	if (LockTimeout > 0 && wait_ms > LockTimeout)
+		lock_deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
+
+	rp_register_callbacks();
+	/* A name the session holds live is taken as it is, as rp_acquire does. */
+	out = palloc0(sizeof(RpLease *) * n);
+	todo = palloc(sizeof(int) * n);
+	for (int i = 0; i < n; i++)
+	{
+		RpLease    *held = rp_registry_find(name[i], len[i]);
+
+		if (held != NULL && held->expires_at > start)
+			out[i] = rp_lease_copy(held);
+		else
+			todo[ntodo++] = i;
+	}
+	if (ntodo == 0)
+		return rp_acquire_all_result(fcinfo, out, n);
+
+	tname = palloc(sizeof(char *) * ntodo);
+	tlen = palloc(sizeof(size_t) * ntodo);
+	token = palloc(sizeof(*token) * ntodo);
+	for (int j = 0; j < ntodo; j++)
+	{
+		tname[j] = name[todo[j]];
+		tlen[j] = len[todo[j]];
+		rp_new_token(token[j]);
+	}
+
+	/* One script runs on one Cluster node: every key must share a slot. */
+	if (rp_cluster_mode())
+	{
+		RpArg		k0 = rp_key(tname[0], tlen[0], "lock");
+		int			slot0 = rp_key_slot(k0.data, k0.len);
+
+		for (int j = 1; j < ntodo; j++)
+		{
+			RpArg		k = rp_key(tname[j], tlen[j], "lock");
+
+			if (rp_key_slot(k.data, k.len) != slot0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("lock names \"%s\" and \"%s\" are in different Redis Cluster hash slots",
+								pnstrdup(tname[0], tlen[0]), pnstrdup(tname[j], tlen[j])),
+						 errdetail("rp_acquire_all takes its locks in one script, which Redis Cluster runs on one node."),
+						 errhint("Give the names a common beginning that ends in '}', such as 'order-42}:items' and 'order-42}:payment': a name's hash slot is decided by its text up to its first '}'.")));
+		}
+	}
+
+	attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "rp_acquire_all attempt",
+										ALLOCSET_SMALL_SIZES);
+	for (;;)
+	{
+		MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
+		RpLease   **u = palloc(sizeof(RpLease *) * ntodo);
+		int64	   *fences = palloc(sizeof(int64) * ntodo);
+		TimestampTz now;
+		long		remaining;
+		long		pause;
+
+		if (rp_try_acquire_all(ntodo, tname, tlen, token, ttl_ms, floor, u, fences))
+		{
+			rp_wait_replicas_all(u, ntodo);
+			MemoryContextSwitchTo(old);
+			for (int j = 0; j < ntodo; j++)
+			{
+				/* Granted anew: a lease the session remembers on it was lost. */
+				RpLease    *held = rp_registry_find(tname[j], tlen[j]);
+
+				if (held != NULL)
+				{
+					if (held->verify && rp_lost_name == NULL)
+					{
+						rp_lost_name = MemoryContextStrdup(TopMemoryContext, held->name);
+						rp_lost_fence = held->fence;
+					}
+					rp_registry_remove(held);
+				}
+				out[todo[j]] = rp_lease_copy(rp_registry_add(u[j], fences[j], xact, false));
+			}
+			MemoryContextDelete(attempt_cxt);
+			return rp_acquire_all_result(fcinfo, out, n);
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(attempt_cxt);
+
+		now = GetCurrentTimestamp();
+		if (lock_deadline != 0 && now >= lock_deadline)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("could not obtain leases on %d lock names", n),
+					 errdetail("lock_timeout (%d ms) ended the wait.", LockTimeout)));
+		remaining = TimestampDifferenceMilliseconds(now, deadline);
+		if (now >= deadline)
+			PG_RETURN_NULL();
+		pause = backoff / 2 + (long) pg_prng_uint64_range(&pg_global_prng_state, 0, backoff / 2);
+		if (lock_deadline != 0)
+			pause = Min(pause, TimestampDifferenceMilliseconds(now, lock_deadline));
+		pause = Min(pause, remaining);
+		pgstat_report_wait_start(PG_WAIT_EXTENSION);
+		rp_sleep(Max(pause, 1));
+		pgstat_report_wait_end();
+		backoff = Min(backoff * 2, 250);
+	}
+}
+
+RP_TRACKED_FUNCTION(rp_acquire_all, RP_PRIM_ACQUIRE_ALL, RP_OUT_NULL_REFUSED)
+{
+	return rp_acquire_all_common(fcinfo, false);
+}
+
+RP_TRACKED_FUNCTION(rp_acquire_all_xact, RP_PRIM_ACQUIRE_ALL_XACT, RP_OUT_NULL_REFUSED)
+{
+	return rp_acquire_all_common(fcinfo, true);
 }

@@ -31,6 +31,7 @@
 #include "conn.h"
 #include "args.h"
 #include "lock.h"
+#include "ratecache.h"
 #include "ratelimit.h"
 #include "redis_primitives.h"
 #include "rp_scripts.h"
@@ -302,14 +303,14 @@ rp_rl_try_eval(const RpScript *script, int nkeys, const RpArg *keys, int nargs,
  * admitted (cost > max_requests), so even allow answers false.
  */
 static bool
-rp_rl_eval(const RpRlRequest *req, int nargs, const RpArg *argv, bool never,
-		   bool count_shadow, RpReply **reply, RpRlResult *result)
+rp_rl_eval(const RpRlRequest *req, RpArg rkey, int nargs, const RpArg *argv,
+		   bool never, bool count_shadow, RpReply **reply, RpRlResult *result)
 {
 	RpArg		keys[2];
 	int			nkeys = 1;
 	ErrorData  *edata;
 
-	keys[0] = rp_key(req->key, req->keylen, req->algorithm->suffix);
+	keys[0] = rkey;
 	if (count_shadow)
 		keys[nkeys++] = rp_key(req->key, req->keylen, "rl:shadow");
 	if (rp_rl_on_error == RP_RL_ON_ERROR_ERROR)
@@ -345,9 +346,16 @@ rp_rl_eval(const RpRlRequest *req, int nargs, const RpArg *argv, bool never,
  * One rate-limit call.  consume = false peeks.  A cost above max_requests can
  * never be admitted: it records nothing, is answered from a peek (so the
  * other fields describe the key as it is) and says so with retry_after_ms -1.
+ *
+ * The refusal cache (ratecache.c): from_cache lets a refusal Redis gave
+ * earlier answer this call with no round trip (only rp_ratelimit, whose
+ * answer is the boolean alone: the record's other fields need Redis); every
+ * refusal Redis gives fills it, except in shadow mode; every admission and
+ * reset tells it.  Shadow mode never reads it.
  */
 static void
-rp_rl_call(FunctionCallInfo fcinfo, bool consume, RpRlResult *result)
+rp_rl_call(FunctionCallInfo fcinfo, bool consume, bool from_cache,
+		   RpRlResult *result)
 {
 	RpRlRequest req;
 	bool		never;
@@ -355,12 +363,43 @@ rp_rl_call(FunctionCallInfo fcinfo, bool consume, RpRlResult *result)
 	RpArg		argv[6];
 	int			nargs = 5;
 	RpReply    *r;
+	RpArg		rkey;
+	RpRcRequest rc;
+	uint32		rc_epoch = 0;
+	int64		sent_us = 0;
 
 	rp_rl_args(fcinfo, &req);
 	consuming = consume;
 	never = req.cost > req.max_requests;
 	if (never)
 		consume = false;
+
+	rkey = rp_key(req.key, req.keylen, req.algorithm->suffix);
+	rc.key = rkey.data;
+	rc.keylen = rkey.len;
+	rc.max_requests = req.max_requests;
+	rc.window_ms = req.window_ms;
+	rc.cost = req.cost;
+	rc.clock_ms = rp_rl_clock_ms;
+	rc.target = 0;
+	if (rp_ratecache_usable() && !never)
+	{
+		rc.target = rp_conn_target_signature();
+		if (rp_ratecache_lookup(&rc, from_cache && consume && !req.shadow,
+								&rc_epoch))
+		{
+			/* Refused by Redis, and still: no round trip. */
+			memset(result, 0, sizeof(*result));
+			result->known = true;
+			result->retry_known = true;
+			result->allowed = false;
+			result->would_refuse = true;
+			if (rp_ratelimit_observer_hook)
+				rp_ratelimit_observer_hook(req.algorithm->name, false, true, false);
+			return;
+		}
+		sent_us = rp_ratecache_now_us();
+	}
 
 	argv[0] = rp_arg_int(req.max_requests);
 	argv[1] = rp_arg_int(req.window_ms);
@@ -370,10 +409,10 @@ rp_rl_call(FunctionCallInfo fcinfo, bool consume, RpRlResult *result)
 	if (req.algorithm->script == &rp_script_ratelimit_sliding_log)
 		argv[nargs++] = consume ? rp_rl_member_id() : rp_arg_str("");
 
-	if (!rp_rl_eval(&req, nargs, argv, never, req.shadow && consume, &r, result))
+	if (!rp_rl_eval(&req, rkey, nargs, argv, never, req.shadow && consume, &r, result))
 		return;
 
-	if (r->type != RP_REPLY_ARRAY || r->nelem != 4)
+	if (r->type != RP_REPLY_ARRAY || r->nelem != 5)
 		elog(ERROR, "unexpected Redis reply for %s", req.algorithm->script->name);
 	result->known = true;
 	result->retry_known = true;
@@ -387,6 +426,20 @@ rp_rl_call(FunctionCallInfo fcinfo, bool consume, RpRlResult *result)
 		result->retry_after_ms = -1;
 	}
 	result->would_refuse = !result->allowed;
+	if (sent_us != 0)
+	{
+		if (result->would_refuse && !req.shadow)
+			rp_ratecache_store(&rc, rc_epoch, sent_us, result->retry_after_ms,
+							   rp_reply_int(r->elem[4], req.algorithm->script->name));
+		else if (!result->would_refuse && consume)
+			rp_ratecache_admitted(&rc);
+	}
+	else if (!result->would_refuse && consume && !never)
+	{
+		/* The session has the cache off; other sessions' entries still learn. */
+		rc.target = rp_conn_target_signature();
+		rp_ratecache_admitted(&rc);
+	}
 	if (req.shadow && result->would_refuse)
 	{
 		/*
@@ -448,7 +501,7 @@ RP_TRACKED_FUNCTION(rp_ratelimit, rp_stats_ratelimit_prim(fcinfo, 4), RP_OUT_FAL
 {
 	RpRlResult	res;
 
-	rp_rl_call(fcinfo, true, &res);
+	rp_rl_call(fcinfo, true, true, &res);
 	PG_RETURN_BOOL(res.allowed);
 }
 
@@ -456,7 +509,7 @@ RP_TRACKED_FUNCTION(rp_ratelimit_consume, rp_stats_ratelimit_prim(fcinfo, 4), RP
 {
 	RpRlResult	res;
 
-	rp_rl_call(fcinfo, true, &res);
+	rp_rl_call(fcinfo, true, false, &res);
 	PG_RETURN_DATUM(rp_rl_record(fcinfo, &res));
 }
 
@@ -464,7 +517,7 @@ RP_TRACKED_FUNCTION(rp_ratelimit_peek, RP_PRIM_RATELIMIT_PEEK, RP_OUT_RECORD_REF
 {
 	RpRlResult	res;
 
-	rp_rl_call(fcinfo, false, &res);
+	rp_rl_call(fcinfo, false, false, &res);
 	PG_RETURN_DATUM(rp_rl_record(fcinfo, &res));
 }
 
@@ -473,6 +526,11 @@ RP_TRACKED_FUNCTION(rp_ratelimit_reset, RP_PRIM_RATELIMIT_RESET, RP_OUT_PLAIN)
 {
 	text	   *key = rp_arg_text(fcinfo, 0, "rate limit key");
 	RpArg		keys[RP_RL_NALGORITHMS + 1];
+	bool		existed;
+	bool		ok;
+	RpReply    *r;
+	RpStatus	st;
+	uint64		target;
 
 	for (size_t i = 0; i < RP_RL_NALGORITHMS; i++)
 		keys[i] = rp_key(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
@@ -480,9 +538,20 @@ RP_TRACKED_FUNCTION(rp_ratelimit_reset, RP_PRIM_RATELIMIT_RESET, RP_OUT_PLAIN)
 	/* and the shadow-mode count of refusals */
 	keys[RP_RL_NALGORITHMS] = rp_key(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
 									 "rl:shadow");
-	PG_RETURN_BOOL(rp_reply_int(rp_eval(&rp_script_ratelimit_reset,
-										RP_RL_NALGORITHMS + 1, keys, 0, NULL),
-								"ratelimit_reset") > 0);
+	ok = rp_eval_try(&rp_script_ratelimit_reset, RP_RL_NALGORITHMS + 1, keys,
+					 0, NULL, rp_command_timeout_ms, &r, &st);
+
+	/*
+	 * Once Redis answered, or may have run it: a refusal cached here before
+	 * or meanwhile goes (ratecache.c; the epoch catches fills in flight).
+	 */
+	target = rp_conn_target_signature();
+	for (size_t i = 0; i < RP_RL_NALGORITHMS; i++)
+		rp_ratecache_forget(keys[i].data, keys[i].len, target);
+	if (!ok)
+		rp_status_raise(&st);
+	existed = rp_reply_int(r, "ratelimit_reset") > 0;
+	PG_RETURN_BOOL(existed);
 }
 
 /*

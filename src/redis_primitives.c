@@ -22,6 +22,7 @@
 #include "conn.h"
 #include "lock.h"
 #include "orphans.h"
+#include "ratecache.h"
 #include "redis_primitives.h"
 #include "stats.h"
 #include "sentinel_auth.h"
@@ -78,6 +79,7 @@ _PG_init(void)
 	rp_sentinel_auth_init();
 	rp_lock_init();
 	rp_ratelimit_init();
+	rp_ratecache_init();
 	rp_election_init();
 	rp_stats_init();
 	rp_fence_init();

@@ -28,6 +28,8 @@
 #define RP_PRIMITIVES(X) \
 	X(ACQUIRE, "acquire") \
 	X(ACQUIRE_XACT, "acquire_xact") \
+	X(ACQUIRE_ALL, "acquire_all") \
+	X(ACQUIRE_ALL_XACT, "acquire_all_xact") \
 	X(RELEASE, "release") \
 	X(RELEASE_ALL, "release_all") \
 	X(EXTEND, "extend") \

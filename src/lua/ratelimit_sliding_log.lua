@@ -16,7 +16,7 @@
 --          deterministic inside Redis); unit i of a request of cost > 1 is
 --          stored as '<id>.<i>'
 --
--- Returns {allowed 1|0, remaining, retry_after_ms, reset_after_ms}; see
+-- Returns {allowed 1|0, remaining, retry_after_ms, reset_after_ms, pttl}; see
 -- docs/ratelimit.md.  A unit admitted at t counts until t + window.  A refused
 -- request and every peek write nothing; an admission leaves the key with a
 -- PEXPIRE of exactly reset_after_ms.  The C caller keeps every number below
@@ -80,4 +80,8 @@ if remaining < 0 then remaining = 0 end
 if KEYS[2] and not allowed then
   redis.call('INCR', KEYS[2])
 end
-return {allowed and 1 or 0, remaining, retry, reset}
+-- A refusal also says how long the key itself lives (PTTL: -1 none, -2 no
+-- key): the refusal cache (src/ratecache.c) never outlives the key.
+local ttl = 0
+if not allowed then ttl = redis.call('PTTL', key) end
+return {allowed and 1 or 0, remaining, retry, reset, ttl}

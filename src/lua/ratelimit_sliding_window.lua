@@ -19,7 +19,7 @@
 -- and a request is admitted when used + cost <= L.  Everything is computed
 -- scaled by W, in integers: the C caller keeps L * W <= 2^51, so every product
 -- below stays exact in Lua's doubles.  Returns {allowed 1|0, remaining,
--- retry_after_ms, reset_after_ms}.  A refused request and every peek write
+-- retry_after_ms, reset_after_ms, pttl}.  A refused request and every peek write
 -- nothing; an admission leaves a PEXPIRE of exactly reset_after_ms.
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
@@ -100,4 +100,8 @@ if limit * window < cur * window + prevW then remaining = 0 end
 if KEYS[2] and not allowed then
   redis.call('INCR', KEYS[2])
 end
-return {allowed and 1 or 0, remaining, retry, reset}
+-- A refusal also says how long the key itself lives (PTTL: -1 none, -2 no
+-- key): the refusal cache (src/ratecache.c) never outlives the key.
+local ttl = 0
+if not allowed then ttl = redis.call('PTTL', key) end
+return {allowed and 1 or 0, remaining, retry, reset, ttl}

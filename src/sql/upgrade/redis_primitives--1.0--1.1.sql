@@ -286,3 +286,37 @@ REVOKE ALL ON FUNCTION @extschema@.rp_ratelimit_shadow_refusals(pg_catalog.text)
 -- elector has not published yet (it raised 42704 just after server start).
 COMMENT ON FUNCTION @extschema@.rp_is_leader(pg_catalog.text) IS
   'This server''s background elector leads name, before its lease deadline; no round trip.  False for a configured election the elector does not run yet; errors for a name not in redis_primitives.elections';
+
+-- ---- perf: the rate limiter's refusal cache (src/sql/47_ratelimit_cache.sql; issue 17) ----
+CREATE FUNCTION @extschema@.rp_ratelimit_cache_info(
+    OUT enabled pg_catalog.bool, OUT capacity pg_catalog.int4, OUT live pg_catalog.int4,
+    OUT hits pg_catalog.int8, OUT fills pg_catalog.int8, OUT evictions pg_catalog.int8,
+    OUT invalidations pg_catalog.int8, OUT skipped_fills pg_catalog.int8)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rp_ratelimit_cache_info'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.rp_ratelimit_cache_info() IS
+  'The rate-limit refusal cache of this server: whether this session uses it, its size, live refusals, calls it answered, refusals stored, evicted, dropped by an admission under other limits or a reset, and stores skipped because one of those raced with them';
+REVOKE ALL ON FUNCTION @extschema@.rp_ratelimit_cache_info() FROM PUBLIC;
+
+-- ---- perf: rp_acquire_all, rp_acquire_all_xact (src/sql/12_lock_all.sql; issue 17) ----
+
+CREATE FUNCTION @extschema@.rp_acquire_all(names pg_catalog.text[], ttl_ms pg_catalog.int8,
+                                           wait_ms pg_catalog.int8 DEFAULT 0,
+                                           floor pg_catalog.int8 DEFAULT 0)
+RETURNS @extschema@.rp_lease[]
+AS 'MODULE_PATHNAME', 'rp_acquire_all'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION @extschema@.rp_acquire_all(pg_catalog.text[], pg_catalog.int8, pg_catalog.int8, pg_catalog.int8) IS
+  'Take a lease on every name or on none, in one Redis round trip; one lease and fence per name, in the order given; NULL if not acquired within wait_ms (nothing is held while waiting)';
+
+CREATE FUNCTION @extschema@.rp_acquire_all_xact(names pg_catalog.text[], ttl_ms pg_catalog.int8,
+                                                wait_ms pg_catalog.int8 DEFAULT 0,
+                                                floor pg_catalog.int8 DEFAULT 0)
+RETURNS @extschema@.rp_lease[]
+AS 'MODULE_PATHNAME', 'rp_acquire_all_xact'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION @extschema@.rp_acquire_all_xact(pg_catalog.text[], pg_catalog.int8, pg_catalog.int8, pg_catalog.int8) IS
+  'As rp_acquire_all, released when the transaction ends';
+REVOKE ALL ON FUNCTION @extschema@.rp_acquire_all(pg_catalog.text[], pg_catalog.int8, pg_catalog.int8, pg_catalog.int8) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.rp_acquire_all_xact(pg_catalog.text[], pg_catalog.int8, pg_catalog.int8, pg_catalog.int8) FROM PUBLIC;

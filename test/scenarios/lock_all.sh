@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# test/scenarios/lock_all.sh -- rp_acquire_all across sessions (issue 17).
+#
+# The failure it exists to prevent: two workers that each need the same two
+# locks take them one at a time in different orders.  Each gets its first,
+# then waits for the other's: a deadlock that lasts until wait_ms runs out
+# (and, with no wait_ms, a subset held while the other fails).  rp_acquire_all
+# takes all or nothing in one script, and a waiting call holds nothing, so
+# the two always both get through.  Also: one round trip to take ten names
+# and one to release them (Redis' own INFO commandstats, on a Redis of this
+# test's own), and a cancel during the wait leaves nothing held.
+source "$(dirname "$0")/tap.bash"
+source "$(dirname "$0")/../../scripts/lib.sh"
+
+plan 12
+
+RPORT=$(rp_free_port)
+rp_start_redis "$RPORT" || { echo "Bail out! no Redis"; exit 1; }
+trap 'rp_stop_redis "$RPORT"' EXIT
+export PGOPTIONS="-c redis_primitives.port=$RPORT"
+rc() { redis-cli -p "$RPORT" "$@"; }
+round_trips() {
+	rc INFO commandstats | tr -d '\r' |
+		awk -F'[=:,]' '/^cmdstat_evalsha:|^cmdstat_eval:/ { n += $3 } END { print n + 0 }'
+}
+
+# --- One round trip for ten names, one to release them ---------------------
+q "SELECT rp_acquire_all(ARRAY['warm'], 1000)" "SELECT rp_release_all()" >/dev/null  # scripts cached
+b0=$(round_trips)
+q "SELECT array_length(rp_acquire_all(ARRAY(SELECT 'ten-' || g FROM generate_series(1, 10) g), 10000), 1)" \
+	"SELECT rp_release_all()" > "$RP_TMP/la.out"
+b1=$(round_trips)
+is "$(sed -n 1p "$RP_TMP/la.out")" "10" "rp_acquire_all of ten names returns ten leases"
+is "$(sed -n 2p "$RP_TMP/la.out")" "10" "rp_release_all releases the ten"
+is "$(( b1 - b0 ))" "2" "two Redis round trips in all: one to take ten names, one to release them"
+
+# --- Opposite orders ---------------------------------------------------------
+# Each worker: take two locks (the naive one sleeps a second between the
+# two), hold them 300 ms, release.  Worker A asks for
+# x then y, worker B for y then x, started together (an advisory-lock
+# barrier).  The naive twin takes them one by one with rp_acquire(wait_ms).
+worker() {  # barrier naive(0|1) first second
+	local sql
+	if [ "$2" = 1 ]; then
+		sql="SELECT rp_acquire('$3', 10000, 1500) IS NOT NULL AS a \\gset
+SELECT pg_sleep(1);
+SELECT rp_acquire('$4', 10000, 1500) IS NOT NULL AS b \\gset
+SELECT CASE WHEN :'a' AND :'b' THEN 'both' ELSE 'stuck' END;"
+	else
+		sql="SELECT CASE WHEN rp_acquire_all(ARRAY['$3', '$4'], 10000, 5000) IS NOT NULL THEN 'both' ELSE 'stuck' END;
+SELECT pg_sleep(0.3) \\g /dev/null"
+	fi
+	psql -X -At -q -d "$RP_DB" -c "SELECT pg_advisory_lock_shared($1)" -f <(echo "$sql") \
+		-c "SELECT rp_release_all()" 2>&1 | sed -n 's/^\(both\|stuck\)$/\1/p'
+}
+race() {  # naive
+	local key=$((7100 + $1)) pa pb
+	barrier_hold $key
+	worker $key "$1" "ord-x-$1" "ord-y-$1" > "$RP_TMP/la.a" & pa=$!
+	worker $key "$1" "ord-y-$1" "ord-x-$1" > "$RP_TMP/la.b" & pb=$!
+	barrier_wait $key 2 && barrier_release $key
+	wait $pa $pb
+	echo "$(cat "$RP_TMP/la.a") $(cat "$RP_TMP/la.b")"
+}
+naive=$(race 1)
+diag "naive: $naive"
+r=1; case $naive in *stuck*) r=0 ;; esac
+ok $r "naive: one lock at a time in opposite orders, each holds one and waits for the other: a worker fails when wait_ms ends"
+is "$(race 0)" "both both" "rp_acquire_all in opposite orders: both workers get both locks"
+
+# --- A waiting call holds nothing ------------------------------------------
+# Another client holds w-2; a session waits for [w-1, w-2]; meanwhile w-1
+# must stay free, and once w-2 is free the waiter takes both.
+rc SET "rp:{w-2}:lock" other PX 1500 >/dev/null
+psql -X -At -q -d "$RP_DB" -c "SELECT array_length(rp_acquire_all(ARRAY['w-1', 'w-2'], 10000, 8000), 1)" \
+	> "$RP_TMP/la.w" 2>&1 &
+pw=$!
+sleep 0.5
+held_mid=$(rc EXISTS "rp:{w-1}:lock")
+wait $pw
+is "$held_mid" "0" "while it waits for w-2, the caller does not hold w-1"
+is "$(cat "$RP_TMP/la.w")" "2" "and takes both once w-2 is released"
+q "SELECT rp_release('w-1')" >/dev/null 2>&1; rc DEL "rp:{w-1}:lock" "rp:{w-2}:lock" >/dev/null
+
+# --- Cancelled while waiting: nothing left ---------------------------------
+rc SET "rp:{c-2}:lock" other PX 60000 >/dev/null
+state=$(psql -X -At -q -d "$RP_DB" -v VERBOSITY=sqlstate -c "SET statement_timeout = 400" \
+	-c "SELECT rp_acquire_all(ARRAY['c-1', 'c-2'], 10000, 5000)" 2>&1 | sed -n 's/^ERROR:  *\([0-9A-Z]\{5\}\).*/\1/p')
+is "$state" "57014" "statement_timeout ends the wait (57014)"
+is "$(rc EXISTS "rp:{c-1}:lock")" "0" "and nothing is left held"
+
+# --- Redis Cluster: the names must share a hash slot -----------------------
+# One node serving every slot is a whole cluster: enough to see the check.
+CPORT=$(rp_free_port)
+rp_start_redis "$CPORT" --cluster-enabled yes --cluster-config-file "nodes-$CPORT.conf" >/dev/null
+trap 'rp_stop_redis "$RPORT"; rp_stop_redis "$CPORT"' EXIT
+redis-cli -p "$CPORT" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
+wait_for 10 '[ "$(redis-cli -p $CPORT CLUSTER INFO | tr -d "\r" | sed -n "s/^cluster_state://p")" = ok ]'
+cl() { PGOPTIONS="-c redis_primitives.port=$CPORT -c redis_primitives.cluster=on" \
+	psql -X -At -q -d "$RP_DB" -v VERBOSITY=verbose "$@" 2>&1; }
+out=$(cl -c "SELECT rp_acquire_all(ARRAY['order-1', 'order-2'], 10000)")
+is "$(echo "$out" | sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\):.*/\1/p')" "22023" \
+	"Cluster mode: names in different slots fail at once with 22023"
+cmp_ok "$(echo "$out" | grep -c "HINT:.*order-42}:items")" -eq 1 "with a hint on how to share a slot"
+is "$(cl -c "SELECT array_length(rp_acquire_all(ARRAY['order-42}:items', 'order-42}:payment'], 10000), 1)" -c "SELECT rp_release_all()" | tr '\n' ' ')" \
+	"2 2 " "names with a common beginning ending in '}' share a slot: taken and released"
+
+finish

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# test/scenarios/ratelimit_cache.sh -- the rate limiter's refusal cache
+# (redis_primitives.ratelimit_cache, src/ratecache.c; issue 17).
+#
+# Under abuse most calls are refusals, and in 1.0 each one cost a Redis round
+# trip.  With the cache, a refusal Redis gave answers rp_ratelimit from shared
+# memory until the moment Redis said a retry could succeed:
+#   1. a flood of refused callers, 1 and 8 at once, new backends included,
+#      makes 0 Redis round trips (Redis' own INFO commandstats, on a Redis of
+#      this test's own so that nothing else is counted); with the cache off
+#      the same flood makes one per call (the control);
+#   2. it never refuses what Redis would admit: a mixed flood (three
+#      algorithms, several costs, an admission under another window on the
+#      same key, a reset, the pinned clock moved on) gives call for call the
+#      same answers with the cache on as with it off, and so does the
+#      admitted count of 8 concurrent callers.  "Pinned" means
+#      redis_primitives.ratelimit_clock_ms: Redis' scripts decide at that
+#      fixed time, so both runs see the same decisions whatever the machine's
+#      speed; the cache's own lifetimes still run on the real clock, bounded
+#      by the key's TTL.  The naive twin -- a cache keyed by the rate-limit
+#      key alone, holding a refusal for the window -- answers differently;
+#   3. shadow-mode calls are never answered from it, a reset on this server
+#      clears it, rp_stats counts cached refusals as refused calls, and once
+#      retry_after has passed the next call reaches Redis and is admitted.
+source "$(dirname "$0")/tap.bash"
+source "$(dirname "$0")/../../scripts/lib.sh"
+
+plan 19
+
+RPORT=$(rp_free_port)
+rp_start_redis "$RPORT" || { echo "Bail out! no Redis"; exit 1; }
+trap 'rp_stop_redis "$RPORT"' EXIT
+export PGOPTIONS="-c redis_primitives.port=$RPORT"
+rc() { redis-cli -p "$RPORT" "$@"; }
+# Every script call Redis counted: EVALSHA and EVAL (after NOSCRIPT).
+round_trips() {
+	rc INFO commandstats | tr -d '\r' |
+		awk -F'[=:,]' '/^cmdstat_evalsha:|^cmdstat_eval:/ { n += $3 } END { print n + 0 }'
+}
+hits() { q "SELECT hits FROM rp_ratelimit_cache_info()"; }
+
+is "$(q "SELECT enabled AND capacity > 0 FROM rp_ratelimit_cache_info()")" "t" \
+	"the cache exists (the library is preloaded) and is on by default"
+
+# --- 1. A refused flood costs no round trip ------------------------------
+q "SELECT rp_ratelimit('flood', 1, 600000, 1, 'gcra')" >/dev/null   # the one admitted
+is "$(q "SELECT rp_ratelimit('flood', 1, 600000, 1, 'gcra')")" "f" "the second call is refused by Redis (and fills the cache)"
+before=$(round_trips)
+out=$(q "SELECT count(*) FILTER (WHERE NOT rp_ratelimit('flood', 1, 600000, 1, 'gcra')) FROM generate_series(1, 300)")
+is "$out" "300" "one client: 300 calls refused"
+is "$(( $(round_trips) - before ))" "0" "one client: 0 Redis round trips for 300 refusals"
+
+before=$(round_trips); h0=$(hits)
+pids=()
+for c in $(seq 8); do
+	q "SELECT count(*) FILTER (WHERE NOT rp_ratelimit('flood', 1, 600000, 1, 'gcra')) FROM generate_series(1, 100)" \
+		> "$RP_TMP/rlc.$c" 2>&1 &
+	pids+=($!)
+done
+wait "${pids[@]}"
+is "$(cat "$RP_TMP"/rlc.{1..8} | awk '{ n += $1 } END { print n + 0 }')" "800" "8 clients (8 new backends): 800 calls refused"
+is "$(( $(round_trips) - before ))" "0" "8 clients: 0 Redis round trips for 800 refusals"
+is "$(( $(hits) - h0 ))" "800" "rp_ratelimit_cache_info counts the 800 answers as hits"
+
+# The control: the same flood with the cache off reaches Redis every time.
+before=$(round_trips)
+q "SET redis_primitives.ratelimit_cache = off" \
+	"SELECT count(*) FROM generate_series(1, 100) WHERE rp_ratelimit('flood', 1, 600000, 1, 'gcra')" >/dev/null
+is "$(( $(round_trips) - before ))" "100" "with the cache off, 100 refusals are 100 round trips"
+
+# rp_stats: a cached refusal is a call and a refusal of its algorithm.
+q "SELECT rp_stats_reset()" >/dev/null
+q "SELECT count(*) FROM generate_series(1, 200) WHERE rp_ratelimit('flood', 1, 600000, 1, 'gcra')" >/dev/null
+is "$(q "SELECT calls || ' ' || refused || ' ' || errors FROM rp_stats WHERE primitive = 'ratelimit_gcra'")" \
+	"200 200 0" "rp_stats counts 200 cached refusals as 200 calls, 200 refused"
+
+# --- 2. Never refuses what Redis would admit ------------------------------
+# One session, a deterministic mixed flood; the answers as a string.
+# rlc.naive on: the naive twin, a cache keyed by the rate-limit key alone
+# that holds any refusal for the whole window (what a quick local cache
+# does), in front of the real limiter with the cache off.
+FLOOD=$(cat <<'SQL'
+SET redis_primitives.ratelimit_clock_ms = '1000000';
+CREATE TEMP TABLE answers (i int, a bool);
+DO $$
+DECLARE
+  algs text[] := ARRAY['gcra', 'sliding_window', 'sliding_log'];
+  costs int[] := ARRAY[3, 1, 5, 2, 1, 4, 6, 1];
+  prefix text := current_setting('rlc.prefix');
+  naive bool := current_setting('rlc.naive')::bool;
+  until_ jsonb := '{}';
+  k text;
+  r bool;
+BEGIN
+  FOR i IN 1..360 LOOP
+    k := prefix || (i % 3);
+    IF i = 120 THEN
+      -- the same key under another window: Redis may now admit earlier
+      PERFORM rp_ratelimit(prefix || '0', 10, 1000, 1, 'gcra');
+      PERFORM rp_ratelimit(prefix || '1', 10, 1000, 1, 'sliding_window');
+    ELSIF i = 200 THEN
+      PERFORM rp_ratelimit_reset(prefix || '2');
+    ELSIF i = 280 THEN
+      -- the pinned clock moves on by half a window: some units age out
+      PERFORM set_config('redis_primitives.ratelimit_clock_ms', '1030000', false);
+    END IF;
+    IF naive AND (until_ ->> k) IS NOT NULL AND clock_timestamp() < (until_ ->> k)::timestamptz THEN
+      r := false;
+    ELSE
+      r := rp_ratelimit(k, 10, 60000, costs[1 + i % 8], algs[1 + i % 3]);
+      IF naive AND NOT r THEN
+        until_ := until_ || jsonb_build_object(k, clock_timestamp() + interval '60 s');
+      END IF;
+    END IF;
+    INSERT INTO answers VALUES (i, r);
+  END LOOP;
+END $$;
+SELECT string_agg(CASE WHEN a THEN '1' ELSE '0' END, '' ORDER BY i) FROM answers;
+SQL
+)
+flood() {  # prefix cache(on|off) naive(on|off)
+	echo "$FLOOD" | psql -X -At -q -v ON_ERROR_STOP=1 -d "$RP_DB" \
+		-c "SET redis_primitives.ratelimit_cache = $2" -c "SET rlc.prefix = '$1'" \
+		-c "SET rlc.naive = ${3:-off}" -f - | tail -1
+}
+h0=$(hits)
+off=$(flood mixed-off- off)
+on=$(flood mixed-on- on)
+hit=$(( $(hits) - h0 ))
+diag "answers (cache off): $off"
+is "$on" "$off" "a mixed flood (3 algorithms, 8 costs, another window, a reset, the clock moved): same 360 answers with the cache on as off"
+cmp_ok "$hit" -gt 100 "and the cache answered many of them ($hit)"
+cmp_ok "$(echo "$off" | tr -cd 1 | wc -c)" -gt 20 "the flood admits some calls too ($(echo "$off" | tr -cd 1 | wc -c) of 360)"
+naive=$(flood mixed-naive- off on)
+diag "answers (naive):     $naive"
+isnt_naive=1; [ ${#naive} -eq 360 ] && [ "$naive" != "$off" ] && isnt_naive=0
+ok $isnt_naive "the naive twin (a key-only cache) gives other answers: it refuses what Redis would admit"
+
+# 8 concurrent callers, pinned clock: the admitted count is the limit either way.
+conc() {  # key cache
+	local pids=() c
+	for c in $(seq 8); do
+		psql -X -At -q -d "$RP_DB" -c "SET redis_primitives.ratelimit_clock_ms = '5000000'" \
+			-c "SET redis_primitives.ratelimit_cache = $2" \
+			-c "SELECT count(*) FROM generate_series(1, 40) g WHERE rp_ratelimit('$1', 25, 60000, 1, 'sliding_log')" \
+			> "$RP_TMP/rlc.$c" 2>&1 &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	cat "$RP_TMP"/rlc.{1..8} | awk '{ n += $1 } END { print n + 0 }'
+}
+a_off=$(conc conc-off off); a_on=$(conc conc-on on)
+is "$a_on" "$a_off" "8 concurrent callers, limit 25: admitted $a_on with the cache on, $a_off with it off"
+is "$a_on" "25" "which is the limit"
+
+# --- 3. Shadow mode, reset, refresh ---------------------------------------
+q "SELECT rp_ratelimit('sh', 1, 600000, 1, 'gcra')" "SELECT rp_ratelimit('sh', 1, 600000, 1, 'gcra')" >/dev/null
+before=$(round_trips)
+is "$(q "SELECT rp_ratelimit('sh', 1, 600000, 1, 'gcra', 'shadow')")" "t" "a shadow-mode call is admitted"
+is "$(( $(round_trips) - before ))" "1" "and went to Redis (never answered from the cache)"
+
+q "SELECT rp_ratelimit_reset('sh')" >/dev/null
+is "$(q "SELECT rp_ratelimit('sh', 1, 600000, 1, 'gcra')")" "t" "after rp_ratelimit_reset on this server, the next call is admitted"
+
+# Refresh: an entry lives until retry_after_ms, not longer.  The clock is
+# pinned, so Redis refuses the same way whatever the machine's speed (2 per
+# 4 s: one unit every 2 s, retry_after 2000 ms); past retry_after the cached
+# refusal has expired and the call asks Redis again (one round trip, refused
+# again: the pinned clock never moves).  A cache that held the refusal for
+# the whole window (4 s) would make none.
+rf() { PGOPTIONS="$PGOPTIONS -c redis_primitives.ratelimit_clock_ms=7000000" q "$@"; }
+out=$(rf "SELECT rp_ratelimit('rf', 2, 4000, 1, 'gcra')" "SELECT rp_ratelimit('rf', 2, 4000, 1, 'gcra')" \
+	"SELECT retry_after_ms FROM rp_ratelimit_consume('rf', 2, 4000, 1, 'gcra')" | tr '\n' ' ')
+sleep 2.3
+b=$(round_trips)
+r=$(rf "SELECT rp_ratelimit('rf', 2, 4000, 1, 'gcra')")
+is "$out$r:$(( $(round_trips) - b ))" "t t 2000 f:1" \
+	"past retry_after (2000 ms) the cached refusal has expired: the next call asks Redis (1 round trip)"
+
+finish
