@@ -974,6 +974,60 @@ rp_make_lease(FunctionCallInfo fcinfo, const RpLease *l, bool fence_known)
 }
 
 /*
+ * Between two attempts of a waiting acquire: raise lock_timeout's error once
+ * it has passed, return false once wait_ms has (the caller returns NULL),
+ * else sleep a full-jitter pause in [backoff/2, backoff], never past either
+ * deadline, and double the backoff up to 250 ms.  name is the one lock name
+ * asked for, or NULL for n names asked for together.
+ */
+static bool
+rp_retry_pause(TimestampTz deadline, TimestampTz lock_deadline, long *backoff,
+			   text *name, int n)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	long		pause;
+
+	if (lock_deadline != 0 && now >= lock_deadline)
+	{
+		if (name != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("could not obtain lease on \"%s\"", text_to_cstring(name)),
+					 errdetail("lock_timeout (%d ms) ended the wait.", LockTimeout)));
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("could not obtain leases on %d lock names", n),
+				 errdetail("lock_timeout (%d ms) ended the wait.", LockTimeout)));
+	}
+	if (now >= deadline)
+		return false;
+	pause = *backoff / 2 + (long) pg_prng_uint64_range(&pg_global_prng_state, 0, *backoff / 2);
+	if (lock_deadline != 0)
+		pause = Min(pause, TimestampDifferenceMilliseconds(now, lock_deadline));
+	pause = Min(pause, TimestampDifferenceMilliseconds(now, deadline));
+	rp_latch_sleep(pause);
+	*backoff = Min(*backoff * 2, 250);
+	return true;
+}
+
+/*
+ * A name granted anew while the registry still remembers a lease on it: that
+ * lease was lost.  Note it for verify_at_commit, then forget it.
+ */
+static void
+rp_registry_forget_lost(RpLease *held)
+{
+	if (held == NULL)
+		return;
+	if (held->verify && rp_lost_name == NULL)
+	{
+		rp_lost_name = MemoryContextStrdup(TopMemoryContext, held->name);
+		rp_lost_fence = held->fence;
+	}
+	rp_registry_remove(held);
+}
+
+/*
  * Shared body of rp_acquire and rp_acquire_xact.
  *
  * A name the session already holds live is returned as it is: same token,
@@ -1040,9 +1094,6 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
 		RpLease    *u;
 		int64		fence = rp_try_acquire(name, namelen, token, ttl_ms, floor, &u);
-		TimestampTz now;
-		long		remaining;
-		long		pause;
 
 		if (fence > 0)
 		{
@@ -1057,15 +1108,7 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 			 * had to be verified at commit leaves its obligation behind.
 			 */
 			held = rp_registry_find(name, namelen);
-			if (held != NULL)
-			{
-				if (held->verify && rp_lost_name == NULL)
-				{
-					rp_lost_name = MemoryContextStrdup(TopMemoryContext, held->name);
-					rp_lost_fence = held->fence;
-				}
-				rp_registry_remove(held);
-			}
+			rp_registry_forget_lost(held);
 			l = rp_registry_add(u, fence, xact, verify);
 			MemoryContextDelete(attempt_cxt);
 			PG_RETURN_DATUM(rp_make_lease(fcinfo, l, true));
@@ -1073,24 +1116,8 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(attempt_cxt);
 
-		now = GetCurrentTimestamp();
-		if (lock_deadline != 0 && now >= lock_deadline)
-			ereport(ERROR,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("could not obtain lease on \"%s\"",
-							text_to_cstring(name_t)),
-					 errdetail("lock_timeout (%d ms) ended the wait.", LockTimeout)));
-		remaining = TimestampDifferenceMilliseconds(now, deadline);
-		if (now >= deadline)
+		if (!rp_retry_pause(deadline, lock_deadline, &backoff, name_t, 1))
 			PG_RETURN_NULL();
-
-		/* Full jitter in [backoff/2, backoff], never past the deadline. */
-		pause = backoff / 2 + (long) pg_prng_uint64_range(&pg_global_prng_state, 0, backoff / 2);
-		if (lock_deadline != 0)
-			pause = Min(pause, TimestampDifferenceMilliseconds(now, lock_deadline));
-		pause = Min(pause, remaining);
-		rp_latch_sleep(pause);
-		backoff = Min(backoff * 2, 250);
 	}
 }
 
@@ -1847,9 +1874,6 @@ rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
 		MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
 		RpLease   **u = palloc(sizeof(RpLease *) * ntodo);
 		int64	   *fences = palloc(sizeof(int64) * ntodo);
-		TimestampTz now;
-		long		remaining;
-		long		pause;
 
 		if (rp_try_acquire_all(ntodo, tname, tlen, token, ttl_ms, floor, u, fences))
 		{
@@ -1860,15 +1884,7 @@ rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
 				/* Granted anew: a lease the session remembers on it was lost. */
 				RpLease    *held = rp_registry_find(tname[j], tlen[j]);
 
-				if (held != NULL)
-				{
-					if (held->verify && rp_lost_name == NULL)
-					{
-						rp_lost_name = MemoryContextStrdup(TopMemoryContext, held->name);
-						rp_lost_fence = held->fence;
-					}
-					rp_registry_remove(held);
-				}
+				rp_registry_forget_lost(held);
 				out[todo[j]] = rp_lease_copy(rp_registry_add(u[j], fences[j], xact, false));
 			}
 			MemoryContextDelete(attempt_cxt);
@@ -1877,23 +1893,8 @@ rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(attempt_cxt);
 
-		now = GetCurrentTimestamp();
-		if (lock_deadline != 0 && now >= lock_deadline)
-			ereport(ERROR,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("could not obtain leases on %d lock names", n),
-					 errdetail("lock_timeout (%d ms) ended the wait.", LockTimeout)));
-		remaining = TimestampDifferenceMilliseconds(now, deadline);
-		if (now >= deadline)
+		if (!rp_retry_pause(deadline, lock_deadline, &backoff, NULL, n))
 			PG_RETURN_NULL();
-		pause = backoff / 2 + (long) pg_prng_uint64_range(&pg_global_prng_state, 0, backoff / 2);
-		if (lock_deadline != 0)
-			pause = Min(pause, TimestampDifferenceMilliseconds(now, lock_deadline));
-		pause = Min(pause, remaining);
-		pgstat_report_wait_start(PG_WAIT_EXTENSION);
-		rp_sleep(Max(pause, 1));
-		pgstat_report_wait_end();
-		backoff = Min(backoff * 2, 250);
 	}
 }
 
