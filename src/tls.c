@@ -696,7 +696,10 @@ rp_tls_plain_hint(const redisContext *c)
 {
 	if (rp_tls_enabled() || c == NULL || c->connection_type != REDIS_CONN_TCP)
 		return NULL;
-	if (strstr(c->errstr, "reset by peer") == NULL)
+	/* hiredis' words for ECONNRESET and EPIPE, and for EOF. */
+	if (strstr(c->errstr, "reset by peer") == NULL &&
+		strstr(c->errstr, "Broken pipe") == NULL &&
+		strstr(c->errstr, "Server closed the connection") == NULL)
 		return NULL;
-	return "a Redis TLS port resets a client that does not speak TLS: if the server requires TLS, set redis_primitives.tls";
+	return "the server may be speaking TLS (a Redis TLS port closes the connection of a client that does not)";
 }
