@@ -83,11 +83,13 @@ rp_connect_budget_ms(void)
 static bool rp_in_exchange = false;
 
 /*
- * No reply has been read on rp_ctx yet.  A plain connection that the server
- * closes at its first command is how a Redis TLS port answers a client that
- * does not speak TLS: rp_fail_lost calls that a connect failure.
+ * The connection opened last, until a reply is read on it (a pointer, not a
+ * flag: Cluster mode swaps parked connections in and out of rp_ctx).  A
+ * plain connection that the server closes at its first command is how a
+ * Redis TLS port answers a client that does not speak TLS: rp_fail_lost
+ * calls that a connect failure.
  */
-static bool rp_conn_fresh = false;
+static const redisContext *rp_fresh_ctx = NULL;
 
 /*
  * Why the exchange in progress failed.  Every step below returns false after
@@ -718,7 +720,7 @@ rp_open(const char *host, int port, const char *unix_socket, TimestampTz deadlin
 								 NULL);
 	}
 	rp_ctx = c;
-	rp_conn_fresh = true;
+	rp_fresh_ctx = c;
 	if (c->err)
 		return rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 					   "could not connect to Redis", pstrdup(c->errstr));
@@ -1108,7 +1110,7 @@ rp_fail_reply(const char *msg)
 static bool
 rp_fail_lost(void)
 {
-	const char *why = rp_conn_fresh ? rp_tls_plain_hint(rp_ctx) : NULL;
+	const char *why = (rp_ctx == rp_fresh_ctx) ? rp_tls_plain_hint(rp_ctx) : NULL;
 
 	if (why == NULL)
 		return rp_fail(ERRCODE_CONNECTION_FAILURE,
@@ -1187,7 +1189,8 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 				return rp_fail_lost();
 		}
 		out[i] = rp_take_reply(r);
-		rp_conn_fresh = false;
+		if (rp_ctx == rp_fresh_ctx)
+			rp_fresh_ctx = NULL;
 	}
 	rp_in_exchange = false;
 	return true;
