@@ -110,3 +110,9 @@ bench-profile:
 # node-redlock and rate-limiter-flexible against this extension (npm; bench/apps/).
 bench-apps:
 	bash bench/apps/run.sh
+
+# Where TLS's cost goes, in instructions per call (callgrind; on demand, several
+# minutes): bench/tls_profile.sh writes bench/results/tls_profile.md.
+.PHONY: bench-tls-profile
+bench-tls-profile:
+	bash bench/tls_profile.sh

@@ -9,6 +9,9 @@
 #                                            # (several thousand odd calls)
 #   RP_VALGRIND_SCENARIOS=tls RP_VALGRIND_PGTAP=none bash scripts/valgrind.sh
 #                                            # scenario files matching "tls"
+#   RP_VALGRIND_TLS=1 bash scripts/valgrind.sh   # every call of pg_regress and
+#                                            # pgTAP over TLS (verify-full):
+#                                            # OpenSSL in every backend
 #   RP_VALGRIND_OUT=/some/dir                # where the logs are kept (default
 #                                            # /tmp/rp-valgrind-logs)
 #
@@ -40,11 +43,28 @@ rp_setup
 cd "$RP_ROOT"
 
 rp_prepare_servers
+# TLS mode: the Redis serves a TLS port beside the plain one (the tests'
+# redis-cli helper keeps the plain port: same data), and the server's
+# configuration sends every call of the suites over TLS.  The scenario files
+# set their own TLS settings and are run as they are.
+TLS_CONF=""
+if [ "${RP_VALGRIND_TLS:-0}" = 1 ]; then
+	source "$RP_ROOT/test/scenarios/tls_certs.bash"
+	tls_make_certs "$RP_TMP/tls" || exit 1
+	TLS_PORT=$(rp_free_port)
+	rp_stop_redis "$REDIS_PORT"
+	rp_start_redis "$REDIS_PORT" --tls-port "$TLS_PORT" --tls-cert-file "$RP_TMP/tls/server.crt" \
+		--tls-key-file "$RP_TMP/tls/server.key" --tls-ca-cert-file "$RP_TMP/tls/ca.crt" --tls-auth-clients no || exit 1
+	TLS_CONF="redis_primitives.port = $TLS_PORT
+redis_primitives.tls = 'verify-full'
+redis_primitives.tls_ca_file = '$RP_TMP/tls/ca.crt'"
+fi
 dir=$RP_TMP/pg
 rp_init_pg pg "$PGPORT" "max_connections = 50
 shared_buffers = 32MB
 redis_primitives.connect_timeout = 5000
-redis_primitives.command_timeout = 5000"
+redis_primitives.command_timeout = 5000
+$TLS_CONF"
 mkdir -p "$RP_TMP/vg"; [ "$(id -u)" -eq 0 ] && chown postgres: "$RP_TMP/vg"
 rp_log "starting PostgreSQL under valgrind (slow)..."
 rp_as_pg valgrind --quiet --tool=memcheck --trace-children=yes --leak-check=no \
@@ -65,6 +85,12 @@ psql -X -q -c "CREATE DATABASE rp_test" >/dev/null
 psql -X -q -d rp_test -c "CREATE EXTENSION pgtap; CREATE EXTENSION redis_primitives;" >/dev/null
 psql -X -q -d rp_test -v ON_ERROR_STOP=1 -f test/setup.sql >/dev/null
 psql -X -q -c "ALTER DATABASE rp_test SET rp_test.redis_port = '$REDIS_PORT'" >/dev/null
+if [ -n "$TLS_CONF" ]; then
+	# Proof that the calls go over TLS: the TLS port answers, the setting is on.
+	tls_ok=$(psql -X -At -d rp_test -c "SELECT 'redis_primitives.tls = ' || current_setting('redis_primitives.tls') || ', port ' || current_setting('redis_primitives.port') || ', rp_ping: Redis ' || (SELECT redis_version FROM rp_ping())") ||
+		{ echo "the TLS configuration does not work" >&2; exit 1; }
+	echo "==== TLS: $tls_ok"
+fi
 
 start=$(date +%s)
 echo "==== pg_regress (under valgrind)"

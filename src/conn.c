@@ -85,6 +85,15 @@ rp_connect_budget_ms(void)
 static bool rp_in_exchange = false;
 
 /*
+ * The connection opened last, until a reply is read on it (a pointer, not a
+ * flag: Cluster mode swaps parked connections in and out of rp_ctx).  A
+ * plain connection that the server closes at its first command is how a
+ * Redis TLS port answers a client that does not speak TLS: rp_fail_lost
+ * calls that a connect failure.
+ */
+static const redisContext *rp_fresh_ctx = NULL;
+
+/*
  * Why the exchange in progress failed.  Every step below returns false after
  * filling it in (rp_fail, rp_fail_reply); the faces read it.
  */
@@ -699,6 +708,7 @@ rp_open(const char *host, int port, const char *unix_socket, TimestampTz deadlin
 								 NULL);
 	}
 	rp_ctx = c;
+	rp_fresh_ctx = c;
 	if (c->err)
 		return rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 					   "could not connect to Redis", pstrdup(c->errstr));
@@ -1084,6 +1094,30 @@ rp_fail_reply(const char *msg)
 }
 
 /*
+ * The connection failed in the middle of an exchange (c->errstr says how).
+ * On a plain connection that never carried a reply, a reset or close at the
+ * first command is what a Redis TLS port does to a client that does not
+ * speak TLS (tls.c recognises it): that is a connection that could not be
+ * established (08001), the hint naming the setting.  The failure is still
+ * recorded as sent: the fate of the command is not claimed to be known.
+ */
+static bool
+rp_fail_lost(void)
+{
+	const char *why = (rp_ctx == rp_fresh_ctx) ? rp_tls_plain_hint(rp_ctx) : NULL;
+
+	if (why == NULL)
+		return rp_fail(ERRCODE_CONNECTION_FAILURE,
+					   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
+	(void) rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+				   "could not connect to Redis",
+				   psprintf("%s before answering the first command; %s",
+							rp_ctx->errstr, why));
+	rp_failure.hint = "If the server requires TLS, set redis_primitives.tls (and redis_primitives.tls_ca_file).";
+	return false;
+}
+
+/*
  * Send what has been appended to rp_ctx and read ncmds replies into out[]
  * (Redis error replies as RP_REPLY_ERROR).  The only place that writes to
  * and reads from the socket.  Any failure drops the connection.  Each hiredis
@@ -1104,8 +1138,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 
 		if ((rp_tls_active(rp_ctx) ? rp_tls_write(rp_ctx, &done, &want)
 			 : redisBufferWrite(rp_ctx, &done)) == REDIS_ERR)
-			return rp_fail(ERRCODE_CONNECTION_FAILURE,
-						   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
+			return rp_fail_lost();
 		if (!done && !rp_wait(want, deadline))
 		{
 			rp_failure.timed_out = true;
@@ -1147,16 +1180,11 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 										rp_command_timeout_ms));
 			}
 			if (!rp_tls_active(rp_ctx) && redisBufferRead(rp_ctx) == REDIS_ERR)
-			{
-				const char *hint = rp_tls_plain_hint(rp_ctx);
-
-				return rp_fail(ERRCODE_CONNECTION_FAILURE,
-							   "lost the connection to Redis",
-							   hint ? psprintf("%s; %s", rp_ctx->errstr, hint)
-							   : pstrdup(rp_ctx->errstr));
-			}
+				return rp_fail_lost();
 		}
 		out[i] = rp_take_reply(r);
+		if (rp_ctx == rp_fresh_ctx)
+			rp_fresh_ctx = NULL;
 	}
 	rp_in_exchange = false;
 	return true;

@@ -67,8 +67,9 @@ extern bool rp_tls_is_stale(redisContext *c);
 extern void rp_tls_close(redisContext *c);
 
 /*
- * For a plain connection whose first exchange failed: a sentence saying the
- * server looks like a TLS port, or NULL.
+ * For a plain connection that failed before its first reply: a clause saying
+ * the server may be a TLS port (when c->errstr is a reset, a broken pipe or
+ * an EOF and TLS is off), or NULL.
  */
 extern const char *rp_tls_plain_hint(const redisContext *c);
 
