@@ -18,7 +18,7 @@
 #     connection look out of step);
 #  E. a changed TLS setting takes effect on the next connection.
 #
-# Sentinel and Cluster over TLS: tls_topology.sh.
+# Sentinel and Cluster over TLS: t/008_tls_topology.pl.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
 source "$(dirname "$0")/tls_certs.bash"
