@@ -58,7 +58,7 @@ my (undef, undef, $err) = $node->psql('postgres',
 	'CREATE ROLE tls_plain LOGIN; SET ROLE tls_plain; SHOW redis_primitives.sentinel_password');
 is(scalar(() = $err =~ /permission denied|must be superuser/g), 1, 'a plain user cannot SHOW sentinel_password');
 sql('DROP ROLE tls_plain');
-is(sqlstate($node, "ALTER ROLE postgres SET redis_primitives.sentinel_password = 'x'"), '42501',
+is(sqlstate($node, "ALTER ROLE CURRENT_USER SET redis_primitives.sentinel_password = 'x'"), '42501',
 	'sentinel_password cannot be stored in a world-readable role setting');
 # A reload logs every changed setting with its value; the twin (a setting
 # that is not secret) shows the log check can see one.

@@ -12,7 +12,7 @@
 # recipe; the bash scenarios' tls_make_certs (test/scenarios/tls_certs.bash)
 # runs it as
 #   perl -I t/lib -MRedisPrimitives::Test::Certs -e 'RedisPrimitives::Test::Certs::make_certs(@ARGV)' DIR
-# so it must not use the PostgreSQL::Test modules.  Keys are unencrypted,
+# so it must not use the PostgreSQL::Test modules (IPC::Run only).  Keys are unencrypted,
 # mode 600, owned by whoever ran it.
 package RedisPrimitives::Test::Certs;
 
@@ -20,18 +20,12 @@ use strict;
 use warnings;
 
 use File::Path qw(make_path);
+use IPC::Run;
 
 sub _openssl
 {
-	my (@args) = @_;
-	open(my $save, '>&', \*STDOUT) or die "dup: $!";
-	open(my $saveerr, '>&', \*STDERR) or die "dup: $!";
-	open(STDOUT, '>', '/dev/null');
-	open(STDERR, '>', '/dev/null');
-	my $rc = system('openssl', @args);
-	open(STDOUT, '>&', $save);
-	open(STDERR, '>&', $saveerr);
-	die "openssl @args failed\n" if $rc != 0;
+	IPC::Run::run([ 'openssl', @_ ], '<', \undef, '>', '/dev/null', '2>', '/dev/null')
+	  or die "openssl @_ failed\n";
 	return;
 }
 

@@ -64,6 +64,8 @@ sub session
 	my ($node) = @_;
 	my $s = $node->background_psql('postgres', on_error_stop => 0,
 		extra_params => [ '-v', 'VERBOSITY=sqlstate' ]);
+	# the harness's timeout bounds each query, not the session's life
+	$s->set_query_timer_restart;
 	return $s;
 }
 

@@ -222,10 +222,14 @@ sub stop
 	{
 		kill 'CONT', $pid;
 		kill 'KILL', $pid;
-		# wait until the port is free again (a restart binds it)
+		# wait until it is gone (a restart binds its port again); a zombie
+		# whose parent does not reap it counts as gone
 		for (1 .. 200)
 		{
-			last unless kill 0, $pid;
+			open(my $fh, '<', "/proc/$pid/stat") or last;
+			my $st = <$fh> // '';
+			close $fh;
+			last if $st =~ /\) Z /;
 			usleep(20_000);
 		}
 	}
