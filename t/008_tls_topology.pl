@@ -92,7 +92,7 @@ $_->stop for ($ps, $pm, $pr);
 
 # ---- B. a 3-master Cluster over TLS ------------------------------------------------
 my @cp = $R->cluster(3, tls => $C);
-ok($R->can('cluster_ok')->(@cp), 'three TLS-only masters form a cluster (tls-cluster yes)');
+ok(RedisPrimitives::Test::Redis::cluster_ok(@cp), 'three TLS-only masters form a cluster (tls-cluster yes)');
 my @slots = split /\n/, $cp[0]->cli('CLUSTER', 'SLOTS');
 my %seen;
 $seen{ $slots[ $_ + 1 ] } = 1 for grep { $slots[$_] eq '127.0.0.1' && ($slots[ $_ + 1 ] // '') =~ /^\d+$/ } 0 .. $#slots;

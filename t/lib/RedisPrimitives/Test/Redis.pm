@@ -80,7 +80,7 @@ sub _cluster_port
 		  && PostgreSQL::Test::Cluster::can_bind('127.0.0.1', $p + 10000);
 		return $p if PostgreSQL::Test::Cluster::_reserve_port($p);
 	}
-	BAIL_OUT('no free port for a cluster node');
+	die "no free port for a cluster node\n";
 }
 
 sub _tls_args
@@ -129,12 +129,8 @@ sub _start
 	rename("$dir/redis.conf.new", "$dir/redis.conf") or die "rename: $!";
 	PostgreSQL::Test::Utils::system_or_bail(@cmd, @{ $self->{args} // [] });
 	push @running, $self;
-	for (1 .. 400)
-	{
-		return if ($self->cli_ok('PING') // '') eq 'PONG';
-		usleep(50_000);
-	}
-	BAIL_OUT("$cmd[0] on port $port did not start; see $self->{logfile}");
+	return if wait_until(sub { ($self->cli_ok('PING') // '') eq 'PONG' });
+	die "$cmd[0] on port $port did not start; see $self->{logfile}\n";
 }
 
 # The settings a PostgreSQL node needs to use this Redis.
@@ -179,7 +175,7 @@ sub cli
 {
 	my ($self, @args) = @_;
 	my $out = $self->cli_ok(@args);
-	BAIL_OUT("redis-cli -p $self->{port} @args failed") unless defined $out;
+	die "redis-cli -p $self->{port} @args failed\n" unless defined $out;
 	return $out;
 }
 
@@ -251,9 +247,9 @@ sub cluster
 	my $out = $nodes[0]->cli_ok('--cluster', 'create',
 		(map { '127.0.0.1:' . $_->port } @nodes),
 		'--cluster-replicas', '0', '--cluster-yes');
-	BAIL_OUT('redis-cli --cluster create failed') unless defined $out;
+	die "redis-cli --cluster create failed\n" unless defined $out;
 	return @nodes if wait_until(sub { cluster_ok(@nodes) });
-	BAIL_OUT("the cluster did not form:\n$out");
+	die "the cluster did not form:\n$out\n";
 }
 
 sub cluster_ok
