@@ -57,19 +57,12 @@ rp_as_pg() {
 rp_port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # A free port below 32768, where Linux hands out ephemeral ports: a client
-# socket bound there passes the probe yet makes listen() fail.  With
-# "cluster", a port whose cluster bus port (port + 10000) is below 32768 and
-# free too.
+# socket bound there passes the probe yet makes listen() fail.
 rp_free_port() {
 	local p
 	while :; do
-		if [ "${1:-}" = cluster ]; then
-			p=$(( 20000 + RANDOM % 2700 ))
-			rp_port_taken "$p" || rp_port_taken $((p + 10000)) || { echo "$p"; return; }
-		else
-			p=$(( 20000 + RANDOM % 12000 ))
-			rp_port_taken "$p" || { echo "$p"; return; }
-		fi
+		p=$(( 20000 + RANDOM % 12000 ))
+		rp_port_taken "$p" || { echo "$p"; return; }
 	done
 }
 

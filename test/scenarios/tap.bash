@@ -25,14 +25,6 @@ cmp_ok() {  # a op b description   (integers; an empty or non-numeric side fails
 	if [ "$1" "$2" "$3" ] 2>/dev/null; then echo "ok $_tap_n - $4"
 	else echo "not ok $_tap_n - $4"; echo "#   '$1' $2 '$3' is false"; _tap_failed=$((_tap_failed + 1)); fi
 }
-cmp() {  # a op b description   (numbers, decimals too; op one of < <= > >= ==; an empty side fails)
-	_tap_n=$((_tap_n + 1))
-	if [[ "$1" =~ ^-?[0-9]+(\.[0-9]+)?$ && "$3" =~ ^-?[0-9]+(\.[0-9]+)?$ ]] &&
-		awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }"; then
-		echo "ok $_tap_n - $4"
-	else echo "not ok $_tap_n - $4"; echo "#   '$1' $2 '$3' is false"; _tap_failed=$((_tap_failed + 1)); fi
-}
-
 # q SQL...: run statements in one session, print unaligned tuples only.
 q() {
 	local args=() s

@@ -1,15 +1,20 @@
-# t/lib/RedisPrimitives/Test/Redis.pm -- a throwaway redis-server for the
-# Perl TAP tests (t/*.pl), beside PostgreSQL::Test::Cluster.
+# t/lib/RedisPrimitives/Test/Redis.pm -- throwaway Redis servers, Sentinels
+# and Clusters for the Perl TAP tests (t/*.pl), beside
+# PostgreSQL::Test::Cluster.
 #
 #   my $redis = RedisPrimitives::Test::Redis->new;          # started, pinged
-#   my $redis = RedisPrimitives::Test::Redis->new(args => ['--tls-port', ...]);
-#   $redis->port;  $redis->cli('GET', 'k');  $redis->stop;
+#   my $r = RedisPrimitives::Test::Redis->new(args => ['--replicaof', '127.0.0.1', $m->port]);
+#   my $r = RedisPrimitives::Test::Redis->new(tls => $certdir);   # TLS only
+#   my $s = RedisPrimitives::Test::Redis->new(sentinel => { master => $m, quorum => 2 });
+#   my @masters = RedisPrimitives::Test::Redis->cluster(3);    # formed, all slots
+#   $r->port;  $r->cli('GET', 'k');  $r->kill9;  $r->restart(args => [...]);
+#   $r->freeze;  $r->thaw;  $r->calls('evalsha');
 #   $node->append_conf('postgresql.conf', $redis->pg_conf);
 #
 # The one thing to know before editing: every server this module starts is
 # killed when its object goes away or the test exits, whatever happened, so
-# a failing test leaves no redis-server behind; its files (log, pid) live in
-# the test's tmp_check folder and stay there for inspection.
+# a failing test leaves no redis-server behind; its files (log, pid, config)
+# live in the test's tmp_check folder and stay there for inspection.
 package RedisPrimitives::Test::Redis;
 
 use strict;
@@ -24,39 +29,109 @@ use Time::HiRes qw(usleep);
 my @running;
 
 # Start a Redis on a free port (PostgreSQL::Test::Cluster's port finder, so
-# it never collides with a node's port).  args: extra redis-server arguments
-# (they come last and override ours); name: for the files.
+# it never collides with a node's port).
+#   args      extra redis-server arguments (last: they override ours)
+#   name      for the files
+#   tls       a folder of RedisPrimitives::Test::Certs: TLS only (plain
+#             port 0), the server certificate, replication over TLS too
+#   cluster   cluster-enabled, on a port whose bus port (+10000) is free
+#   sentinel  { master => $redis, name => 'rpm', quorum => 1,
+#               password => ..., conf => "more lines" }: a Sentinel
+#             monitoring that master (down-after 1000 ms, failover 3000 ms)
 sub new
 {
 	my ($class, %params) = @_;
-	my $port = PostgreSQL::Test::Cluster::get_free_port();
-	my $name = $params{name} // "redis_$port";
+	my $port = $params{cluster} ? _cluster_port() : PostgreSQL::Test::Cluster::get_free_port();
+	my $name = $params{name} // ($params{sentinel} ? "sentinel_$port" : "redis_$port");
 	my $dir = PostgreSQL::Test::Utils::tempdir($name);
 	my $self = bless {
+		%params,
 		port => $port,
 		name => $name,
 		dir => $dir,
-		pidfile => "$dir/redis.pid",
 		logfile => "$PostgreSQL::Test::Utils::log_path/${name}.log",
 	}, $class;
-
-	PostgreSQL::Test::Utils::system_or_bail(
-		'redis-server', '--port', $port, '--bind', '127.0.0.1',
-		'--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction',
-		'--enable-debug-command', 'local', '--daemonize', 'yes',
-		'--dir', $dir, '--pidfile', $self->{pidfile},
-		'--logfile', $self->{logfile}, @{ $params{args} // [] });
-	push @running, $self;
-	for (1 .. 200)
-	{
-		return $self if ($self->cli_ok('PING') // '') eq 'PONG';
-		usleep(50_000);
-	}
-	BAIL_OUT("redis-server on port $port did not start; see $self->{logfile}");
+	$self->_start;
+	return $self;
 }
 
 sub port { return $_[0]->{port}; }
 sub logfile { return $_[0]->{logfile}; }
+
+# Start again on the same port (after kill9), with new extra arguments.
+sub restart
+{
+	my ($self, %params) = @_;
+	$self->stop;
+	$self->{args} = $params{args} // [];
+	$self->_start;
+	return $self;
+}
+
+# A port in 20000..22767 whose bus port is free too: both stay below 32768,
+# where Linux hands out ephemeral ports (a client socket bound there passes
+# a probe yet makes the server's listen() fail later).
+sub _cluster_port
+{
+	for (1 .. 1000)
+	{
+		my $p = 20000 + int(rand(2768));
+		next unless PostgreSQL::Test::Cluster::can_bind('127.0.0.1', $p)
+		  && PostgreSQL::Test::Cluster::can_bind('127.0.0.1', $p + 10000);
+		return $p if PostgreSQL::Test::Cluster::_reserve_port($p);
+	}
+	die "no free port for a cluster node\n";
+}
+
+sub _tls_args
+{
+	my ($self) = @_;
+	my $c = $self->{tls};
+	return ('port 0', "tls-port $self->{port}", "tls-cert-file $c/server.crt",
+		"tls-key-file $c/server.key", "tls-ca-cert-file $c/ca.crt",
+		'tls-auth-clients no', 'tls-replication yes',
+		$self->{cluster} ? ('tls-cluster yes') : ());
+}
+
+sub _start
+{
+	my ($self) = @_;
+	my ($port, $dir) = ($self->{port}, $self->{dir});
+	$self->{pidfile} = "$dir/redis.pid";
+	# Every server gets a configuration file (a Sentinel needs one to write
+	# to); extra arguments on the command line override it.
+	my @conf = (
+		"bind 127.0.0.1", "port $port", "daemonize yes", "dir $dir",
+		"pidfile $self->{pidfile}", "logfile $self->{logfile}");
+	push @conf, $self->_tls_args if $self->{tls};
+	my @cmd;
+	if (my $s = $self->{sentinel})
+	{
+		my $m = $s->{name} // 'rpm';
+		push @conf, "requirepass $s->{password}" if defined $s->{password};
+		push @conf,
+		  "sentinel monitor $m 127.0.0.1 " . $s->{master}->port . ' ' . ($s->{quorum} // 1),
+		  "sentinel down-after-milliseconds $m 1000",
+		  "sentinel failover-timeout $m 3000",
+		  "sentinel parallel-syncs $m 1", $s->{conf} // ();
+		@cmd = ('redis-sentinel', "$dir/redis.conf");
+	}
+	else
+	{
+		push @conf, "save ''", 'appendonly no', 'maxmemory-policy noeviction',
+		  'enable-debug-command local';
+		push @conf, 'cluster-enabled yes', "cluster-config-file $dir/nodes.conf",
+		  'cluster-node-timeout 2000'
+		  if $self->{cluster};
+		@cmd = ('redis-server', "$dir/redis.conf");
+	}
+	PostgreSQL::Test::Utils::append_to_file("$dir/redis.conf.new", join("\n", @conf) . "\n");
+	rename("$dir/redis.conf.new", "$dir/redis.conf") or die "rename: $!";
+	PostgreSQL::Test::Utils::system_or_bail(@cmd, @{ $self->{args} // [] });
+	push @running, $self;
+	return if wait_until(sub { ($self->cli_ok('PING') // '') eq 'PONG' });
+	die "$cmd[0] on port $port did not start; see $self->{logfile}\n";
+}
 
 # The settings a PostgreSQL node needs to use this Redis.
 sub pg_conf
@@ -66,18 +141,31 @@ sub pg_conf
 	  . "redis_primitives.port = $self->{port}\n";
 }
 
-# Run redis-cli with @args; returns its output without the final newline,
-# or undef if redis-cli failed or took longer than $timeout seconds (30).
+# The redis-cli command line of this server (TLS, password included).
+sub cli_cmd
+{
+	my ($self) = @_;
+	return ('redis-cli', '--raw', '-p', $self->{port},
+		$self->{tls} ? ('--tls', '--cacert', "$self->{tls}/ca.crt") : (),
+		($self->{sentinel} && defined $self->{sentinel}{password})
+		? ('-a', $self->{sentinel}{password}, '--no-auth-warning') : ());
+}
+
+# Run redis-cli with @args; returns its output without carriage returns and
+# the final newline, or undef if redis-cli failed or took longer than
+# $self->{timeout} seconds (30).  stdin: what to feed it (a pipeline).
 sub cli_ok
 {
 	my ($self, @args) = @_;
+	my $stdin = ref $args[0] eq 'SCALAR' ? shift @args : \undef;
 	my ($stdout, $stderr) = ('', '');
 	my $ok = eval {
-		IPC::Run::run([ 'redis-cli', '--raw', '-p', $self->{port}, @args ],
-			'<', \undef, '>', \$stdout, '2>', \$stderr,
+		IPC::Run::run([ $self->cli_cmd, @args ],
+			'<', $stdin, '>', \$stdout, '2>', \$stderr,
 			IPC::Run::timeout($self->{timeout} // 30));
 	};
 	return undef unless $ok;
+	$stdout =~ s/\r//g;
 	chomp $stdout;
 	return $stdout;
 }
@@ -87,9 +175,38 @@ sub cli
 {
 	my ($self, @args) = @_;
 	my $out = $self->cli_ok(@args);
-	BAIL_OUT("redis-cli -p $self->{port} @args failed") unless defined $out;
+	die "redis-cli -p $self->{port} @args failed\n" unless defined $out;
 	return $out;
 }
+
+# One field of INFO: $r->info('replication', 'master_link_status').
+sub info
+{
+	my ($self, $section, $field) = @_;
+	my $out = $self->cli_ok('INFO', $section) // '';
+	return $out =~ /^\Q$field\E:(.*)$/m ? $1 : undef;
+}
+
+# Calls of a command so far (INFO commandstats): 'evalsha', 'cluster|slots'.
+sub calls
+{
+	my ($self, $cmd) = @_;
+	my $out = $self->cli_ok('INFO', 'commandstats') // '';
+	return $out =~ /^cmdstat_\Q$cmd\E:calls=(\d+)/m ? $1 : 0;
+}
+
+sub pid
+{
+	my ($self) = @_;
+	open my $fh, '<', $self->{pidfile} or return undef;
+	my $pid = <$fh>;
+	close $fh;
+	return ($pid && $pid =~ /^(\d+)/) ? $1 : undef;
+}
+
+# SIGSTOP / SIGCONT: the server stalls, with its connections open.
+sub freeze { my $pid = $_[0]->pid; kill 'STOP', $pid if $pid; return; }
+sub thaw { my $pid = $_[0]->pid; kill 'CONT', $pid if $pid; return; }
 
 # Stop the server: SIGKILL (after SIGCONT, in case a test froze it).  Its
 # data does not matter, so nothing is saved.
@@ -97,23 +214,68 @@ sub stop
 {
 	my ($self) = @_;
 	return unless $self->{pidfile};
-	if (open my $fh, '<', $self->{pidfile})
+	if (my $pid = $self->pid)
 	{
-		my $pid = <$fh>;
-		close $fh;
-		if ($pid && $pid =~ /^(\d+)/)
+		kill 'CONT', $pid;
+		kill 'KILL', $pid;
+		# wait until it is gone (a restart binds its port again); a zombie
+		# whose parent does not reap it counts as gone
+		for (1 .. 200)
 		{
-			kill 'CONT', $1;
-			kill 'KILL', $1;
+			open(my $fh, '<', "/proc/$pid/stat") or last;
+			my $st = <$fh> // '';
+			close $fh;
+			last if $st =~ /\) Z /;
+			usleep(20_000);
 		}
 	}
 	unlink $self->{pidfile};
 	delete $self->{pidfile};
-	@running = grep { $_ != $self } @running;
+	@running = grep { defined $_ && $_ != $self } @running;
 	return;
+}
+*kill9 = \&stop;
+
+# n masters on TLS or plain ports, joined into a cluster with every slot
+# assigned (redis-cli --cluster create); returns them once each says
+# cluster_state:ok, or bails out.
+sub cluster
+{
+	my ($class, $n, %params) = @_;
+	my @nodes = map { $class->new(%params, cluster => 1) } 1 .. $n;
+	local $nodes[0]{timeout} = 120;
+	my $out = $nodes[0]->cli_ok('--cluster', 'create',
+		(map { '127.0.0.1:' . $_->port } @nodes),
+		'--cluster-replicas', '0', '--cluster-yes');
+	die "redis-cli --cluster create failed\n" unless defined $out;
+	return @nodes if wait_until(sub { cluster_ok(@nodes) });
+	die "the cluster did not form:\n$out\n";
+}
+
+sub cluster_ok
+{
+	return !grep { ($_->cli_ok('CLUSTER', 'INFO') // '') !~ /^cluster_state:ok$/m } @_;
+}
+
+# Evaluate $cond every 50 ms until it returns true (returned) or $secs
+# (default: the harness's timeout, PG_TEST_TIMEOUT_DEFAULT) have passed
+# (false).  For what must happen eventually; a bound on how fast it happens
+# is a separate check on a measured time.
+sub wait_until
+{
+	my ($cond, $secs) = @_;
+	my $end = Time::HiRes::time() + ($secs // $PostgreSQL::Test::Utils::timeout_default);
+	while (1)
+	{
+		my $v = $cond->();
+		return $v if $v;
+		return 0 if Time::HiRes::time() > $end;
+		usleep(50_000);
+	}
 }
 
 sub DESTROY { $_[0]->stop; }
-END { $_->stop for @running; }
+# stop() edits @running: iterate over a copy.
+END { my @all = @running; $_->stop for @all; }
 
 1;

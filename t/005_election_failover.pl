@@ -1,0 +1,159 @@
+# t/005_election_failover.pl -- two servers, one election: how fast does
+# leadership move when the leader leaves cleanly, and when it stalls?
+#
+# The reference (README §3, lease 400 ms) measured a clean handover of 27 ms
+# (the leader released on stop) and a failover of 403 ms (the leader stalled,
+# the lease expired).  Here the leader is a whole PostgreSQL server: stopped
+# with pg_ctl (its elector resigns on SIGTERM), told to drop the election
+# with a reload, or its elector process frozen with SIGSTOP.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+
+use RedisPrimitives::Test::Redis;
+use RedisPrimitives::Test::Node;
+use RedisPrimitives::Test::Election;
+
+my $redis = RedisPrimitives::Test::Redis->new;
+my $leader_key = "rp:{$ELECTION}:leader";
+sub sql { my ($n, $q) = @_; return scalar $n->safe_psql('postgres', $q); }
+sub state_of { return sql($_[0], 'SELECT state || \' \' || is_leader FROM rp_elections()'); }
+
+my $n1 = election_node('n1', $redis);
+ok(wait_leader($n1, 'true', 5000) ne '', 'n1 (started first) is elected by its background elector');
+my $n2 = election_node('n2', $redis);
+is(sql($n2, 'SELECT state FROM rp_elections()'), 'follower', 'n2 starts as a follower');
+is(sql($n1, "SELECT rp_is_leader('$ELECTION')") . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')"), 't|f',
+	'exactly one server believes it leads');
+is(sql($n2, "SELECT node_id || ' ' || epoch FROM rp_leader('$ELECTION')"), 'n1 ' . node_epoch($n1),
+	'Redis agrees: n1 leads with the epoch n1 publishes');
+# The term belongs to n1's elector process, not to the string 'n1': an SQL
+# call (or a second server configured as n1) can neither renew nor resign it.
+is( sql($n2, "SELECT coalesce(rp_campaign('$ELECTION', 'n1', 1)::text, 'NULL') || ' ' || rp_resign('$ELECTION', 'n1')::text"),
+	'NULL false', "an SQL campaign or resign naming n1 cannot touch the term n1's elector holds");
+is(sql($n2, "SELECT ttl_ms > 1 FROM rp_leader('$ELECTION')"), 't', 'and the lease was not shortened');
+# The deadline is counted from the renewal's send, not its reply: exactly
+# lease - margin after last_renewal (a deadline from the reply is later by
+# the round trip).  Two tries: the row may be read between two updates.
+my $d;
+for (1 .. 2)
+{
+	$d = sql($n1, "SELECT extract(epoch FROM valid_until - last_renewal) * 1000 FROM rp_elections() WHERE name = '$ELECTION'") + 0;
+	last if $d == $LEASE - $MARGIN;
+}
+is($d, $LEASE - $MARGIN, 'n1 believes until its renewal\'s send + lease - margin, to the microsecond');
+
+# ---- clean handover: the leader's server stops ---------------------------
+# The waiters below give up after 30 s: how fast the takeover was is a
+# separate check on the time they measured.
+my $waiter = psql_start($n2, 'SELECT round(wait_leader(true, 30000))');
+waiter_running($n2, 'wait_leader');
+my $t0 = now_ms();
+# Redis MONITOR shows the commands the resign script runs: the DEL of the
+# leader key is the resign, whatever the timing (a loaded machine may take
+# longer to stop the server than the lease lasts).
+my $monitor_out = "$PostgreSQL::Test::Utils::tmp_check/monitor.out";
+my $monitor = IPC::Run::start([ $redis->cli_cmd, 'MONITOR' ], '<', \undef, '>', $monitor_out, '2>&1');
+RedisPrimitives::Test::Redis::wait_until(sub { -s $monitor_out });
+$n1->stop('fast');
+my $t_stopped = now_ms();
+$monitor->kill_kill;
+$monitor->finish;
+my $resign_del = grep { /"DEL"/ && /"\Q$leader_key\E"/ } split /\n/, slurp_file($monitor_out);
+# Read at once: the term n1 held is gone (or already n2's), not left to expire.
+my $owner_after_stop = $redis->cli('HGET', $leader_key, 'node');
+my $t1 = psql_finish($waiter);
+ok($t1 ne '', 'n2 takes over when n1 stops');
+my $after_stop = $t1 ne '' ? $t1 - $t_stopped : '';
+diag('handover (leader\'s server stopped) ' . ($t1 ne '' ? $t1 - $t0 : '?') . ' ms (reference: 27 ms)');
+diag("n2 led $after_stop ms after pg_ctl stop returned");
+# From the stop's return, not its start: a loaded machine may take longer to
+# stop a server than the lease lasts.
+ok($after_stop ne '' && $after_stop < $LEASE, "n2 led within one lease of n1's server having stopped ($after_stop ms)");
+ok($n1->log_contains('stepped down from "job"') && $n1->log_contains('the server is shutting down'),
+	'n1 logged that it stepped down because the server was shutting down');
+ok($resign_del, "n1 resigned in Redis: its elector's resign script deleted the leader key as the server stopped (owner right after: '$owner_after_stop')");
+
+# ---- clean handover: the leader drops the election on reload -------------
+$n1->start;
+wait_row($n1);
+wait_leader($n1, 'false', 2000);
+$waiter = psql_start($n1, 'SELECT round(wait_leader(true, 30000))');
+waiter_running($n1, 'wait_leader');
+$t0 = now_ms();
+sql($n2, "ALTER SYSTEM SET redis_primitives.elections = ''");
+sql($n2, 'SELECT pg_reload_conf()');
+# The elector resigns before it drops the row: once the row is gone, the
+# term in Redis must not be n2's any more.
+$n2->poll_query_until('postgres', 'SELECT count(*) = 0 FROM rp_elections()');
+my $owner_after_reload = $redis->cli('HGET', $leader_key, 'node');
+$t1 = psql_finish($waiter);
+ok($t1 ne '', 'n1 takes over when n2 drops the election on reload');
+diag('handover (election dropped on reload, elector resigns) ' . ($t1 ne '' ? $t1 - $t0 : '?') . ' ms');
+ok($owner_after_reload ne 'n2', "n2's elector resigned in Redis before it dropped the election (owner then: '$owner_after_reload')");
+my ($rc, $out, $err) = $n2->psql('postgres', "SELECT rp_is_leader('$ELECTION')");
+like($err, qr/is not run by this server/, "n2's rp_is_leader('$ELECTION') is now an error, not false");
+sql($n2, 'ALTER SYSTEM RESET redis_primitives.elections');
+sql($n2, 'SELECT pg_reload_conf()');
+wait_row($n2);
+$n2->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
+is(state_of($n2), 'follower false', 'n2 runs the election again after the reload, as a follower');
+
+# ---- failover: the leader's elector stalls -------------------------------
+my $epoch1 = node_epoch($n1);
+my $pid = elector_pid($n1);
+ok($pid =~ /^\d+$/, "found n1's elector process ($pid)");
+$waiter = psql_start($n2, 'SELECT round(wait_leader(true, 30000))');
+waiter_running($n2, 'wait_leader');
+$t0 = now_ms();
+kill 'STOP', $pid;
+$t1 = psql_finish($waiter);
+my $n1_now = sql($n1, "SELECT rp_is_leader('$ELECTION')");
+my $last = sql($n1, 'SELECT round(extract(epoch FROM last_renewal) * 1000) FROM rp_elections()');
+kill 'CONT', $pid;
+my $failover = $t1 ne '' ? $t1 - $t0 : '';
+diag("failover (leader's elector SIGSTOPped) $failover ms, lease $LEASE ms (reference: 403 ms)");
+diag('n2 led ' . ($t1 ne '' && $last ne '' ? $t1 - $last : '?') . " ms after n1's last renewal was sent");
+ok($t1 ne '' && $last ne '' && $t1 - $last >= $LEASE, "n2 led only after a full lease since n1's last renewal was sent");
+ok($failover ne '' && $failover < 5 * $LEASE, "n2 leads within 5 leases of n1 stalling ($failover ms)");
+is($n1_now, 'f', 'the stalled n1 no longer believed it led when n2 took over');
+my $epoch2 = node_epoch($n2);
+ok($epoch2 =~ /^\d+$/ && $epoch2 > $epoch1, "n2 leads with a higher epoch ($epoch2 > $epoch1)");
+# n1's elector, thawed, finds n2 in charge and steps down.
+$n1->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
+is(state_of($n1) . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')"), 'follower false|t',
+	'after thawing, n1 follows and n2 leads');
+
+# ---- stepping down ends the belief at once, not at the deadline -----------
+# The term is taken from n2 behind its back (an intruder's term written over
+# its key, for 1.5 s); n2's next renewal finds another holder and steps down.
+# Polled every 2 ms for 2.5 s, n2 never says is_leader once its state is no
+# longer leader.  (A loop of statements: one query's rp_elections() scan
+# would be read once.)
+sql($n2, qq{CREATE FUNCTION stepdown_poll(ms int) RETURNS text LANGUAGE plpgsql AS \$\$
+DECLARE st text; il bool; bad int := 0; follower int := 0;
+  t_end timestamptz := clock_timestamp() + ms * interval '1 ms';
+BEGIN
+  WHILE clock_timestamp() < t_end LOOP
+    SELECT state, is_leader INTO st, il FROM rp_elections() WHERE name = '$ELECTION';
+    IF st <> 'leader' THEN follower := follower + 1; IF il THEN bad := bad + 1; END IF; END IF;
+    PERFORM pg_sleep(0.002);
+  END LOOP;
+  RETURN bad || ' ' || follower;
+END \$\$});
+my $poller = psql_start($n2, 'SELECT stepdown_poll(2500)');
+waiter_running($n2, 'stepdown_poll');
+$redis->cli('EVAL',
+	"redis.call('DEL', KEYS[1]); redis.call('HSET', KEYS[1], 'node', 'intruder', 'owner', 'intruder', 'epoch', '999999'); return redis.call('PEXPIRE', KEYS[1], 1500)",
+	'1', $leader_key);
+my ($bad, $follower) = split / /, psql_finish($poller);
+ok(defined $follower && $follower > 0, 'n2 stepped down when another holder took the term from under it (' . ($follower // 'no') . ' samples)');
+is($bad, '0', "and from that sample on, n2's rp_is_leader was false: stepping down cleared the deadline");
+
+$n1->stop;
+$n2->stop;
+done_testing();

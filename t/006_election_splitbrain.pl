@@ -1,0 +1,227 @@
+# t/006_election_splitbrain.pl -- lease 400 ms, leader stalled 1500 ms: for
+# how long do both servers believe they lead?
+#
+# The reference (README §3) measured 1095 ms: its isLeader flag stayed true
+# for as long as the stalled process could not look at it.  Here both
+# answers are sampled in pairs from an observer, a third server whose
+# database asks both nodes in turn through dblink, so every sample is a pair
+# of answers taken well under a millisecond apart on one clock, from
+# separate connections:
+#   state      the elector's own flag, set when elected and cleared when the
+#              elector sees it lost: the naive isLeader.  It reproduces the
+#              reference's window.
+#   is_leader  rp_is_leader(name): true only before sent + lease - margin of
+#              the last confirmed renewal.  Its window must be zero.
+# Stalls: the leader's elector process (SIGSTOP/SIGCONT), then Redis itself.
+# During the first stall both leaders write to a fenced table: only the new
+# epoch gets through.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+use RedisPrimitives::Test::Redis;
+use RedisPrimitives::Test::Node;
+use RedisPrimitives::Test::Election;
+
+my $STALL_MS = 1500;
+my $redis = RedisPrimitives::Test::Redis->new;
+sub sql { my ($n, $q) = @_; return scalar $n->safe_psql('postgres', $q); }
+
+my $obs = rp_node('observer', $redis->pg_conf);
+sql($obs, qq{
+CREATE EXTENSION dblink;
+CREATE TABLE samples (run text, t_ms float8, skew_ms float8,
+                      a_leader bool, b_leader bool, a_state text, b_state text);
+-- Ask node a, then node b, every step_ms for seconds: is_leader (the
+-- deadline-bounded belief) and state (the elector's own flag, what a
+-- plain isLeader would say).  skew_ms: how far apart the two answers were.
+-- Its progress shows in its application_name (the samples commit at its end).
+CREATE FUNCTION sample(run text, a text, b text, seconds float8, step_ms float8) RETURNS int
+LANGUAGE plpgsql AS \$\$
+DECLARE
+  q text := 'SELECT is_leader, state FROM rp_elections() WHERE name = ''$ELECTION''';
+  t_end timestamptz := clock_timestamp() + seconds * interval '1 s';
+  ta timestamptz; al bool; bl bool; ast text; bst text; n int := 0;
+BEGIN
+  PERFORM dblink_connect('a', a);
+  PERFORM dblink_connect('b', b);
+  WHILE clock_timestamp() < t_end LOOP
+    ta := clock_timestamp();
+    SELECT l, s INTO al, ast FROM dblink('a', q) AS x(l bool, s text);
+    SELECT l, s INTO bl, bst FROM dblink('b', q) AS x(l bool, s text);
+    INSERT INTO samples VALUES (run, extract(epoch FROM ta) * 1000,
+      extract(epoch FROM clock_timestamp() - ta) * 1000, al, bl, ast, bst);
+    n := n + 1;
+    IF n <= 20 THEN PERFORM set_config('application_name', 'sampler ' || run || ' ' || n, false); END IF;
+    PERFORM pg_sleep(step_ms / 1000);
+  END LOOP;
+  PERFORM dblink_disconnect('a');
+  PERFORM dblink_disconnect('b');
+  RETURN n;
+END \$\$;
+-- The resource both leaders write to, fenced by the epoch, and a naive
+-- twin that trusts whoever believes it leads.
+CREATE TABLE schedule (id int PRIMARY KEY, owner text, epoch bigint NOT NULL);
+CREATE TRIGGER fence BEFORE INSERT OR UPDATE ON schedule
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('epoch');
+CREATE TABLE naive_schedule (id int PRIMARY KEY, owner text, epoch bigint);
+INSERT INTO schedule VALUES (1, 'nobody', 0);
+INSERT INTO naive_schedule VALUES (1, 'nobody', 0);
+-- Run a statement; 'ok' or its SQLSTATE.
+CREATE FUNCTION try(stmt text) RETURNS text LANGUAGE plpgsql AS \$\$
+BEGIN EXECUTE stmt; RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE; END \$\$;});
+
+# Sample node a and node b for $secs in the background, once the sampler has
+# taken 20 pairs (on a loaded machine connecting may take longer than any
+# fixed sleep).
+sub sample_start
+{
+	my ($run, $a, $b, $secs) = @_;
+	my $p = psql_start($obs, "SELECT sample('$run', \$\$" . $a->connstr('postgres') . "\$\$, \$\$"
+		  . $b->connstr('postgres') . "\$\$, $secs, 2)");
+	$obs->poll_query_until('postgres',
+		"SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'sampler $run 20'")
+	  or diag("the sampler of run $run did not start");
+	return $p;
+}
+
+# Stats of one run, relative to t0 (epoch ms).  A window is the sum, over
+# samples where the condition holds, of the time to the next sample;
+# *_after: ms from t0 to the first sample after it with the condition (-1:
+# never); a_last_true: ms from t0 to the last sample before t_end at which
+# node a still said is_leader (a gap in the sampling can only make it
+# earlier, never later: it is the sound bound to assert on).
+sub sample_stats
+{
+	my ($run, $t0, $t_end) = @_;
+	my %s = map { split /=/ } split /\n/, sql($obs, qq{
+	CREATE TEMP VIEW s AS
+	  SELECT *, lead(t_ms) OVER (ORDER BY t_ms) - t_ms AS dt
+	  FROM samples WHERE run = '$run';
+	SELECT 'n=' || count(*) FROM s
+	UNION ALL SELECT 'max_gap=' || coalesce(round(max(dt)::numeric), 0) FROM s
+	UNION ALL SELECT 'max_skew=' || coalesce(round(max(skew_ms)::numeric, 2), 0) FROM s
+	UNION ALL SELECT 'both_leader=' || count(*) FILTER (WHERE a_leader AND b_leader) FROM s
+	UNION ALL SELECT 'both_state=' || count(*) FILTER (WHERE a_state = 'leader' AND b_state = 'leader') FROM s
+	UNION ALL SELECT 'elector_window=' || round(coalesce(sum(dt) FILTER (WHERE a_leader AND b_leader), 0)::numeric) FROM s
+	UNION ALL SELECT 'naive_window=' || round(coalesce(sum(dt) FILTER (WHERE a_state = 'leader' AND b_state = 'leader'), 0)::numeric) FROM s
+	UNION ALL SELECT 'a_leader_before=' || count(*) FILTER (WHERE a_leader AND t_ms < $t0) FROM s
+	UNION ALL SELECT 'a_last_true=' || coalesce(round((max(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND t_ms < $t_end AND a_leader
+	UNION ALL SELECT 'a_believed_after=' || coalesce(round((min(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND NOT a_leader
+	UNION ALL SELECT 'a_flag_after=' || coalesce(round((min(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND a_state <> 'leader'
+	UNION ALL SELECT 'b_leads_after=' || coalesce(round((min(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND b_leader});
+	return \%s;
+}
+
+my $n1 = election_node('n1', $redis);
+wait_leader($n1, 'true', 5000);
+my $n2 = election_node('n2', $redis);
+wait_leader($n2, 'false', 5000);
+is(sql($n1, "SELECT rp_is_leader('$ELECTION')") . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')"), 't|f',
+	'n1 leads, n2 follows');
+
+# ---- 1. the leader's elector is frozen for 1.5 s -------------------------
+my $epoch_a = node_epoch($n1);
+sql($obs, "UPDATE schedule SET owner = 'n1', epoch = $epoch_a; UPDATE naive_schedule SET owner = 'n1', epoch = $epoch_a");
+my $pid = elector_pid($n1);
+# During the stall every statement goes through a session opened before it:
+# starting a psql per statement takes seconds on a loaded machine.
+my %s = (n1 => session($n1), n2 => session($n2), obs => session($obs));
+my $epoch_q = "SELECT epoch FROM rp_elections() WHERE name = '$ELECTION'";
+my $sampler = sample_start('elector', $n1, $n2, 3.5);
+my $t0 = now_ms();
+kill 'STOP', $pid;
+# n2 takes over while n1 is frozen; both now write.
+my $t_b = sq($s{n2}, "SELECT round(wait_leader(true, 1400))");
+my $epoch_b = sq($s{n2}, $epoch_q);
+$epoch_b = 0 unless $epoch_b =~ /^\d+$/;
+my $flags = sq($s{n1}, 'SELECT state || \' \' || is_leader FROM rp_elections()');
+my $r_b = sq($s{obs}, "SELECT try('UPDATE schedule SET owner = ''n2'', epoch = $epoch_b')");
+my $r_a = sq($s{obs}, "SELECT try('UPDATE schedule SET owner = ''n1'', epoch = $epoch_a')");
+# The naive twin: each node writes when its own leadership flag (state, the
+# plain isLeader) says it leads, as an application trusting it would.
+for my $n ('n2', 'n1')
+{
+	next unless sq($s{$n}, "SELECT state FROM rp_elections() WHERE name = '$ELECTION'") eq 'leader';
+	my $e = sq($s{$n}, $epoch_q) || 0;
+	sq($s{obs}, "UPDATE naive_schedule SET owner = '$n', epoch = $e");
+}
+my $fw_b = sq($s{obs}, "SELECT rp_fenced_write('job-output', '\"n2\"', $epoch_b)");
+my $fw_a = sq($s{obs}, "SELECT rp_fenced_write('job-output', '\"n1\"', $epoch_a)");
+my $t_w = now_ms();
+# still stopped (state T) after every write: they all happened in the stall
+my $stopped_at_w = (split ' ', slurp_file("/proc/$pid/stat") =~ s/^.*\) //sr)[0] eq 'T';
+my $rest = $STALL_MS - ($t_w - $t0);
+usleep($rest * 1000) if $rest > 0;
+my $t_cont = now_ms();    # read before the thaw: nothing after it is "during the stall"
+kill 'CONT', $pid;
+psql_finish($sampler);
+$_->quit for values %s;
+
+ok($t_b ne '', "n2 is elected while n1's elector is frozen");
+is($flags, 'leader false', 'frozen n1: its own flag still says leader, its deadline says no');
+ok($stopped_at_w && $t_w <= $t_cont, "both leaders wrote during the stall (n1's elector still stopped after the last write)");
+is($r_b, 'ok', "the new leader's write (epoch $epoch_b) is accepted by the fenced table");
+is($r_a, 'RP001', "the old leader's write with its stale epoch ($epoch_a) is refused (RP001)");
+is(sql($obs, 'SELECT owner FROM naive_schedule'), 'n1',
+	"naive: both trusted their own leader flag and wrote; the stale leader's write came last and stands");
+is("$fw_b|$fw_a", 't|f', 'rp_fenced_write accepts the new epoch and refuses the stale one');
+cmp_ok($t_cont - $t0, '>=', $STALL_MS - 100, "n1's elector was frozen for the whole stall (" . ($t_cont - $t0) . ' ms)');
+
+my $S = sample_stats('elector', $t0, $t_cont);
+diag("elector stall: $S->{n} sample pairs, max gap $S->{max_gap} ms, max skew within a pair $S->{max_skew} ms");
+diag("split-brain window, naive flag (state): $S->{naive_window} ms over $S->{both_state} pairs (reference: 1095 ms)");
+diag("split-brain window, rp_is_leader: $S->{elector_window} ms over $S->{both_leader} pairs (margin $MARGIN ms)");
+diag("n1 stopped believing $S->{a_believed_after} ms after the freeze (last seen true at $S->{a_last_true} ms); n2 led after $S->{b_leads_after} ms");
+cmp_ok($S->{n}, '>=', 200, 'the observer sampled both servers often');
+cmp_ok($S->{a_leader_before}, '>', 0, 'the observer saw n1 lead before the freeze');
+cmp_ok($S->{naive_window}, '>=', 500, 'naive: both flags said leader for most of the stall, as in the reference');
+is($S->{both_leader}, '0', 'rp_is_leader: never true on both servers in the same sample pair');
+cmp_ok($S->{a_last_true}, '<=', $LEASE, "frozen n1's rp_is_leader was never seen true later than one lease after the freeze");
+ok($S->{a_believed_after} > 0 && $S->{a_believed_after} <= $LEASE + $S->{max_gap},
+	"and was seen false during the freeze, within a lease (+ one sampling gap), without its elector running ($S->{a_believed_after} ms)");
+
+$n1->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
+is(sql($n1, 'SELECT state || \' \' || is_leader FROM rp_elections()') . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')"),
+	'follower false|t', 'after thawing, n1 follows and n2 leads');
+
+# ---- 2. Redis is frozen for 1.5 s ----------------------------------------
+# Now n2 leads.  Nobody can renew or campaign: the leader must stop
+# believing on its own, and nobody may believe until Redis answers again.
+$epoch_b = node_epoch($n2);
+$sampler = sample_start('redis', $n2, $n1, 4);
+$t0 = now_ms();
+$redis->freeze;
+usleep($STALL_MS * 1000);
+$t_cont = now_ms();
+$redis->thaw;
+psql_finish($sampler);
+$S = sample_stats('redis', $t0, $t_cont);
+diag("Redis stall: $S->{n} sample pairs, max gap $S->{max_gap} ms");
+diag("leader stopped believing $S->{a_believed_after} ms after Redis froze (last seen true at $S->{a_last_true} ms; its flag: $S->{a_flag_after} ms)");
+diag("split-brain window, rp_is_leader: $S->{elector_window} ms over $S->{both_leader} pairs; naive flag $S->{naive_window} ms");
+cmp_ok($S->{a_leader_before}, '>', 0, 'the observer saw n2 lead before Redis froze');
+cmp_ok($S->{a_last_true}, '<=', $LEASE, 'with Redis frozen, the leader was never seen believing later than one lease after');
+ok($S->{a_believed_after} >= 0 && $S->{a_believed_after} < $t_cont - $t0,
+	"it was seen not believing before Redis answered again ($S->{a_believed_after} ms; -1 would be never)");
+is($S->{both_leader}, '0', 'rp_is_leader: never true on both servers in the same sample pair');
+# exactly one leads again once an elector has renewed against the thawed Redis
+my $leaders = '';
+RedisPrimitives::Test::Redis::wait_until(sub {
+	$leaders = sql($n1, "SELECT rp_is_leader('$ELECTION')") . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')");
+	return $leaders ne 'f|f';
+});
+ok($leaders eq 't|f' || $leaders eq 'f|t', "after Redis thaws, exactly one server leads again ($leaders)");
+my ($e1, $e2) = (sql($n1, 'SELECT coalesce(epoch, 0) FROM rp_elections()'), sql($n2, 'SELECT coalesce(epoch, 0) FROM rp_elections()'));
+my $epoch_now = $leaders eq 't|f' ? $e1 : $e2;
+ok($epoch_now =~ /^\d+$/ && $epoch_now >= $epoch_b, "and its epoch ($epoch_now) did not go backwards (was $epoch_b)");
+
+$n1->stop;
+$n2->stop;
+$obs->stop;
+done_testing();

@@ -1,0 +1,107 @@
+# t/lib/RedisPrimitives/Test/Node.pm -- PostgreSQL nodes with the
+# extension, and the few ways the tests talk to them that
+# PostgreSQL::Test::Cluster has no word for.
+#
+#   my $node = rp_node('n1', $redis->pg_conf . "more = 'conf'\n");
+#   sqlstate($node, $sql)          'OK', or the error's SQLSTATE
+#   my $s = session($node);  sq($s, $sql)    one long-lived session;
+#                                  an error reads "ERROR:  <SQLSTATE>"
+#   my $p = psql_start($node, $sql);  psql_finish($p)   a statement run in
+#                                  the background (a load, a waiter)
+#   now_ms()                       wall-clock milliseconds
+#
+# The one thing to know before editing: every helper runs psql against
+# the node's own socket as the superuser the harness made; settings that
+# should apply to one call only go in PGOPTIONS (local $ENV{PGOPTIONS}),
+# which psql_start and sqlstate pass on, as safe_psql does.
+package RedisPrimitives::Test::Node;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use IPC::Run;
+use Time::HiRes;
+
+our @EXPORT = qw(rp_node sqlstate session sq psql_start psql_finish now_ms);
+
+# A started node with the extension preloaded and created in "postgres";
+# $conf comes last in postgresql.conf.
+sub rp_node
+{
+	my ($name, $conf, %params) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(%params);
+	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'redis_primitives'\n"
+		  . "redis_primitives.connect_timeout = 1000\n"
+		  . "redis_primitives.command_timeout = 1000\n"
+		  . "max_connections = 50\n" . ($conf // ''));
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION redis_primitives');
+	return $node;
+}
+
+sub now_ms { return int(Time::HiRes::time() * 1000); }
+
+# Run $sql (one or more statements, ON_ERROR_STOP) in database $db
+# (postgres); 'OK', or the SQLSTATE of the error.  In list context also the
+# error text, verbose (for checks on what a message says or hides).
+sub sqlstate
+{
+	my ($node, $sql, $db) = @_;
+	my ($rc, $out, $err) = $node->psql($db // 'postgres', $sql,
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	my $state = $rc == 0 && $err !~ /ERROR:/ ? 'OK'
+	  : $err =~ /ERROR:\s+([0-9A-Z]{5}):/ ? $1 : "rc $rc";
+	return wantarray ? ($state, $err) : $state;
+}
+
+# A session kept open across steps; errors do not end it.
+sub session
+{
+	my ($node) = @_;
+	my $s = $node->background_psql('postgres', on_error_stop => 0,
+		extra_params => [ '-v', 'VERBOSITY=sqlstate' ]);
+	# the harness's timeout bounds each query, not the session's life
+	$s->set_query_timer_restart;
+	return $s;
+}
+
+# One batch in the session: its output, or "ERROR:  <SQLSTATE>" of the
+# first error.
+sub sq
+{
+	my ($s, $sql) = @_;
+	my $out = $s->query($sql);
+	my $err = $s->{stderr};
+	$s->{stderr} = '';
+	return $1 if $err =~ /(ERROR:\s+[0-9A-Z]{5})/;
+	return $out;
+}
+
+sub psql_start
+{
+	my ($node, $sql, $db) = @_;
+	my $p = { out => '', err => '' };
+	local %ENV = $node->_get_env();
+	$p->{h} = IPC::Run::start(
+		[ 'psql', '-X', '-At', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($db // 'postgres'),
+		  '-c', $sql ],
+		'<', \undef, '>', \$p->{out}, '2>', \$p->{err},
+		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
+	return $p;
+}
+
+# Wait for it; its output, chomped (what it printed so far if it ran past
+# twice the harness's timeout and was killed).
+sub psql_finish
+{
+	my ($p) = @_;
+	eval { $p->{h}->finish; 1 } or $p->{h}->kill_kill;
+	chomp $p->{out};
+	return $p->{out};
+}
+
+1;
