@@ -56,11 +56,18 @@ src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
 
 # Project targets.  All of them start throwaway servers and clean up.
-.PHONY: test demo bench deb bench-track soak-memory bench-fence bench-tls bench-apps bench-semaphore test-semaphore-long
+.PHONY: test demo bench deb bench-quick bench-track soak soak-memory bench-fence bench-tls bench-apps bench-semaphore bench-profile test-semaphore-long
 test:
 	bash scripts/test.sh
 soak-memory:
 	bash scripts/soak-memory.sh
+# A randomized run: workers, a nemesis injecting faults, a history and an
+# independent checker (soak/, docs/testing.md).  SOAK_SECONDS (default 90),
+# SOAK_SEED (default random), SOAK_OUT (where the history is kept).
+soak:
+	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_SEED=$(SOAK_SEED) bash soak/run.sh
+SOAK_SECONDS ?= 90
+SOAK_SEED ?=
 # The semaphore scenario with its races repeated 3x as often (15 rounds, 40
 # waiting holders); make test runs the short form, which checks the same.
 test-semaphore-long:
@@ -71,10 +78,15 @@ deb:
 	bash scripts/deb.sh
 demo:
 	bash scripts/demo.sh
+# The benchmark (bench/README.md): bench/run.sh measures the workloads in
+# bench/workloads and writes a CSV; bench/report.py writes the report from
+# it.  The filtered targets are the same runner on a subset.
 bench:
-	bash bench/run.sh
+	bash bench/run.sh --report
+bench-quick:
+	bash bench/run.sh --quick --report
 bench-semaphore:
-	bash bench/semaphore.sh
+	bash bench/run.sh --filter '^(select1|lock_pair|sem_.*)$$' --out bench/results/semaphore.csv --report
 
 # Mutation testing (test/mutation/run.sh, docs/testing.md): every mutant
 # breaks one rule of the extension in a scratch copy and the suites it names
@@ -87,13 +99,16 @@ mutation-sample:
 	bash test/mutation/run.sh --check
 	bash test/mutation/run.sh --sample
 
-# What rp_stats costs: track on vs off in alternating rounds (bench/track.sh).
+# What rp_stats costs: track on vs off, repetitions round robin.
 bench-track:
-	bash bench/track.sh
+	bash bench/run.sh --filter '^track' --reps 5 --out bench/results/track.csv --report
 bench-fence:
-	bash bench/fence/run.sh
+	bash bench/run.sh --filter '^fence_' --reps 3 --out bench/results/fence.csv --report
 bench-tls:
-	bash bench/tls.sh
+	bash bench/run.sh --filter '^tls_' --reps 3 --out bench/results/tls.csv --report
+# CPU accounting plus perf's shares of the acquire/release backend's CPU.
+bench-profile:
+	RP_BENCH_PERF=1 bash bench/run.sh --filter '^profile$$' --out bench/results/profile.csv --report
 # node-redlock and rate-limiter-flexible against this extension (npm; bench/apps/).
 bench-apps:
 	bash bench/apps/run.sh

@@ -9,8 +9,18 @@
 #   scenarios       test/scenarios/*.sh        timing, faults, load (TAP, via prove)
 #   tap             t/*.pl                     several servers: PostgreSQL::Test::Cluster
 #                                              nodes and Redis servers of their own
-# Redis is flushed between suites.  The servers are stopped and the folder is
-# removed on exit, whatever happened.  Ends with "N passed, N failed".
+# Redis is flushed between suites and between files.  The servers are stopped
+# and the folders are removed on exit, whatever happened.  Ends with
+# "N passed, N failed".
+#
+# Lanes: the scenario and t/*.pl files are one queue, heaviest first, taken
+# file by file by RP_LANES lanes running side by side (default 3).  Lane 0
+# uses the first PostgreSQL + Redis once pg_regress, isolation and pgTAP are
+# done on it; every other lane starts a PostgreSQL + Redis of its own when it
+# first takes a scenario (scenarios restart Redis and change server settings,
+# so two of them never share servers); a t/*.pl file starts its own.  Output
+# is kept per file and printed in file-name order at the end, as one run
+# would print it.  RP_LANES=1 runs everything one file at a time.
 #
 # RP_SUITES="regress pgtap isolation scenarios tap" selects suites;
 # RP_ONLY=pattern runs only pgTAP/scenario/t files whose name matches.
@@ -25,9 +35,60 @@ rp_start_servers
 cd "$RP_ROOT"
 
 suites=${RP_SUITES:-regress isolation pgtap scenarios tap}
+lanes=${RP_LANES:-3}
 passed=0 failed=0 failures=()
+OUT=$RP_TMP/out
+mkdir -p "$OUT/scenarios" "$OUT/tap"
+chmod 755 "$OUT"
+
+# The lanes' own servers are stopped by the lanes; if we are stopped first
+# (a timeout, ^C), end the lanes, then stop whatever they left.
+lane_pids=()
+stop_all() {
+	local d p
+	for p in "${lane_pids[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${lane_pids[@]}"; do wait "$p" 2>/dev/null; done
+	for d in $(cat "$OUT/lane-dirs" 2>/dev/null); do
+		( RP_TMP=$d REDIS_PORT=0; rp_stop_servers )
+	done
+	rp_stop_servers
+}
+trap stop_all EXIT
 
 flush() { redis-cli -p "$REDIS_PORT" flushall >/dev/null; redis-cli -p "$REDIS_PORT" script flush >/dev/null; }
+
+# The database every suite expects, on the servers of PGHOST/PGPORT/REDIS_PORT.
+setup_db() {
+	psql -X -q -c "CREATE DATABASE rp_test" >/dev/null
+	psql -X -q -d rp_test -c "CREATE EXTENSION pgtap; CREATE EXTENSION redis_primitives;" >/dev/null
+	psql -X -q -d rp_test -v ON_ERROR_STOP=1 -f test/setup.sql >/dev/null
+	psql -X -q -c "ALTER DATABASE rp_test SET rp_test.redis_port = '$REDIS_PORT'" >/dev/null
+	export RP_REDIS_CLI="redis-cli -p $REDIS_PORT"
+}
+
+# count FILE KIND RC: add FILE's checks to the totals.
+count() {
+	local out=$1 kind=$2 rc=$3 ok bad skipped
+	grep -q '^Result: FAIL' "$out" && rc=1
+	ok=$(grep -cE '^ *ok [0-9]+' "$out")
+	bad=$(grep -cE '^ *not ok [0-9]+' "$out")
+	# a script that died before its plan counts as a failure too
+	bad=$((bad + $(grep -cE 'Bad plan|Dubious|Parse errors|No plan found' "$out")))
+	# so does a skipped plan, unless skips are allowed
+	skipped=$(grep -ciE '^ *1\.\.0 *# *skip|\.\. skipped' "$out")
+	if [ "$skipped" -gt 0 ]; then
+		if [ -n "${RP_ALLOW_SKIP:-}" ]; then
+			echo "# $skipped skipped plan(s), allowed by RP_ALLOW_SKIP"
+		else
+			echo "# $skipped skipped plan(s): a skip fails the run (RP_ALLOW_SKIP=1 allows it)"
+			bad=$((bad + skipped))
+		fi
+	fi
+	# prove failed although no check did (a script that exited non-zero)
+	[ "$rc" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
+	passed=$((passed + ok)); failed=$((failed + bad))
+	[ "$bad" -gt 0 ] && failures+=("$kind")
+}
 
 # pg_regress and isolation write results/ and output_iso/ into the tree.
 run_pgxs() {  # target-kind
@@ -53,88 +114,171 @@ run_pgxs() {  # target-kind
 	rm -f "$out"
 }
 
-run_prove() {  # kind files...
-	local kind=$1; shift
-	local files=() f
-	for f in "$@"; do
-		[ -n "${RP_ONLY:-}" ] && [[ "$f" != *${RP_ONLY}* ]] && continue
-		files+=("$f")
-	done
-	[ ${#files[@]} -eq 0 ] && return 0
-	local out rc=0 f_rc
+run_pgtap() {
+	local out f rc=0 f_rc
 	out=$(mktemp)
+	for f in test/pgtap/*.sql; do
+		[ -n "${RP_ONLY:-}" ] && [[ "$f" != *${RP_ONLY}* ]] && continue
+		flush
+		pg_prove -d rp_test -v "$f"; f_rc=$?
+		[ "$f_rc" -ne 0 ] && { rc=$f_rc; echo "# $f: exit status $f_rc"; }
+	done >"$out" 2>&1
+	cat "$out"
+	count "$out" pgtap "$rc"
+	rm -f "$out"
+}
+
+# ---- the queue of scenario and t/*.pl files --------------------------------
+# Heaviest first (a lane that takes a long file last ends the run late):
+# files whose name holds one of these words, in this order, then the rest in
+# name order.  A new file needs no entry; a new heavy one runs sooner with one.
+HEAVY="ratelimit_concurrency lock_mutual_exclusion sentinel cluster fuzz_bad_input
+election tls_topology resources semaphore fence_workers faults examples
+leases_never_stranded xact_and_exit observe_notify standby logical"
+queue_files() {
+	local f w rank
+	{
+		case " $suites " in *" scenarios "*) for f in test/scenarios/*.sh; do echo "$f"; done ;; esac
+		case " $suites " in *" tap "*) for f in t/*.pl; do [ -f "$f" ] && echo "$f"; done ;; esac
+	} | while read -r f; do
+		[ -n "${RP_ONLY:-}" ] && [[ "$f" != *${RP_ONLY}* ]] && continue
+		rank=0 w=
+		for w in $HEAVY; do rank=$((rank + 1)); [[ "$(basename "$f")" == *"$w"* ]] && break; w=; done
+		[ -z "$w" ] && rank=999
+		printf '%03d %s\n' "$rank" "$f"
+	done | sort | cut -d' ' -f2
+}
+queue_pop() {  # prints the next file, nothing when the queue is empty
+	flock "$OUT/queue.lock" bash -c 'head -1 "$1"; sed -i 1d "$1"' _ "$OUT/queue"
+}
+
+# run_file FILE: one scenario or t/*.pl file, its output and exit status
+# kept under $OUT/KIND/.
+run_file() {
+	local f=$1 kind name t0 rc
+	case $f in t/*) kind=tap ;; *) kind=scenarios ;; esac
+	name=$OUT/$kind/$(basename "$f")
+	t0=$(date +%s)
 	if [ "$kind" = tap ]; then
 		# What PGXS's prove_installcheck does (TAP_TESTS = 1), with the
 		# nodes' folders under $RP_TMP, as the postgres user when we are
 		# root: PostgreSQL::Test::Cluster starts its own servers.
-		local pgxs; pgxs=$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")
-		mkdir -p "$RP_TMP/tap"
-		[ "$(id -u)" -eq 0 ] && chown postgres: "$RP_TMP/tap"
 		# PG_TEST_TIMEOUT_DEFAULT bounds every poll and wait of the harness
 		# (180 s by default, and counted in attempts, which a loaded machine
 		# stretches): a broken test fails in minutes, not quarter-hours.
-		rp_as_pg env TESTDIR="$RP_TMP/tap" PATH="$PGBIN:$PATH" \
+		rp_as_pg env TESTDIR="$TAPDIR" PATH="$PGBIN:$PATH" \
 			PG_TEST_TIMEOUT_DEFAULT="${PG_TEST_TIMEOUT_DEFAULT:-60}" \
-			PG_REGRESS="$pgxs/test/regress/pg_regress" \
-			prove -v -I "$pgxs/test/perl" -I t/lib "${files[@]}" >"$out" 2>&1
-		rc=$?
-		grep -q '^Result: FAIL' "$out" && rc=1
-		# keep the nodes' logs of a failed run where the runner prints them
-		[ "$rc" -ne 0 ] && for f in "$RP_TMP"/tap/tmp_check/log/*; do
-			[ -f "$f" ] && { echo "---- $f (last 30 lines)"; tail -30 "$f"; }
-		done >>"$out"
+			PG_REGRESS="$PGXS_DIR/test/regress/pg_regress" \
+			prove -v -I "$PGXS_DIR/test/perl" -I t/lib "$f" >"$name.out" 2>&1 &
 	else
-		for f in "${files[@]}"; do
-			flush
-			if [ "$kind" = pgtap ]; then pg_prove -d rp_test -v "$f"; else prove -v "$f"; fi
-			f_rc=$?
-			[ "$f_rc" -ne 0 ] && { rc=$f_rc; echo "# $f: exit status $f_rc"; }
-		done >"$out" 2>&1
-		grep -q '^Result: FAIL' "$out" && rc=1
+		flush
+		prove -v "$f" >"$name.out" 2>&1 &
 	fi
-	cat "$out"
-	local ok bad skipped
-	ok=$(grep -cE '^ *ok [0-9]+' "$out")
-	bad=$(grep -cE '^ *not ok [0-9]+' "$out")
-	# a script that died before its plan counts as a failure too
-	bad=$((bad + $(grep -cE 'Bad plan|Dubious|Parse errors|No plan found' "$out")))
-	# so does a skipped plan, unless skips are allowed
-	skipped=$(grep -ciE '^ *1\.\.0 *# *skip|\.\. skipped' "$out")
-	if [ "$skipped" -gt 0 ]; then
-		if [ -n "${RP_ALLOW_SKIP:-}" ]; then
-			echo "# $skipped skipped plan(s), allowed by RP_ALLOW_SKIP"
-		else
-			echo "# $skipped skipped plan(s): a skip fails the run (RP_ALLOW_SKIP=1 allows it)"
-			bad=$((bad + skipped))
-		fi
-	fi
-	# prove failed although no check did (a script that exited non-zero)
-	[ "$rc" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
-	passed=$((passed + ok)); failed=$((failed + bad))
-	[ "$bad" -gt 0 ] && failures+=("$kind")
-	rm -f "$out"
+	CHILD=$!
+	wait "$CHILD"; rc=$?
+	CHILD=
+	echo "$rc" >"$name.rc"
+	echo "$(( $(date +%s) - t0 )) s, lane $LANE" >"$name.time"
 }
 
-psql -X -q -c "CREATE DATABASE rp_test" >/dev/null
-psql -X -q -d rp_test -c "CREATE EXTENSION pgtap; CREATE EXTENSION redis_primitives;" >/dev/null
-psql -X -q -d rp_test -v ON_ERROR_STOP=1 -f test/setup.sql >/dev/null
-export RP_REDIS_CLI="redis-cli -p $REDIS_PORT"
-psql -X -q -c "ALTER DATABASE rp_test SET rp_test.redis_port = '$REDIS_PORT'" >/dev/null
+# lane N: take files from the queue until it is empty.  Lane 0 runs on the
+# first servers; another lane starts its own for its first scenario (its
+# EXIT trap, from rp_prepare_servers, stops them when the lane ends).
+lane_stop() {
+	[ -n "${CHILD:-}" ] && kill "$CHILD" 2>/dev/null
+	exit 130
+}
+lane() {
+	LANE=$1 CHILD=
+	local f have_servers=0 try
+	[ "$LANE" -eq 0 ] && have_servers=1
+	trap lane_stop INT TERM
+	while f=$(queue_pop); [ -n "$f" ]; do
+		if [[ "$f" == test/* ]] && [ "$have_servers" -eq 0 ]; then
+			# two lanes may pick the same free port at the same instant
+			for try in 1 2 3; do
+				rp_start_servers && redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && have_servers=1
+				echo "$RP_TMP" >>"$OUT/lane-dirs"
+				trap lane_stop INT TERM
+				[ "$have_servers" -eq 1 ] && break
+				rp_stop_servers
+			done
+			if [ "$have_servers" -eq 0 ]; then
+				echo "not ok 1 - lane $LANE: its PostgreSQL and Redis did not start" >"$OUT/scenarios/$(basename "$f").out"
+				echo 1 >"$OUT/scenarios/$(basename "$f").rc"
+				exit 1
+			fi
+			setup_db
+		fi
+		run_file "$f"
+	done
+}
+
+# the files' outputs, in name order, with their totals
+report_files() {  # kind
+	local kind=$1 all=$OUT/$1.all rc=0 o f_rc
+	: >"$all"
+	for o in "$OUT/$kind"/*.out; do
+		[ -f "$o" ] || continue
+		cat "$o"
+		f_rc=$(cat "${o%.out}.rc" 2>/dev/null || echo 1)
+		echo "# $(basename "${o%.out}"): $(cat "${o%.out}.time" 2>/dev/null)"
+		[ "$f_rc" -ne 0 ] && { rc=$f_rc; echo "# $(basename "${o%.out}"): exit status $f_rc"; }
+	done >"$all"
+	# keep the nodes' logs of a failed run where the runner prints them
+	[ "$kind" = tap ] && [ "$rc" -ne 0 ] && for o in "$TAPDIR"/tmp_check/log/*; do
+		[ -f "$o" ] && { echo "---- $o (last 30 lines)"; tail -30 "$o"; }
+	done >>"$all"
+	# a file the queue gave out that has no result (its lane died) fails
+	for o in $(grep -E "^$( [ "$kind" = tap ] && echo t || echo test/scenarios )/" "$OUT/queue.all"); do
+		[ -f "$OUT/$kind/$(basename "$o").rc" ] || { rc=1; echo "not ok 0 - $o: never ran (its lane ended early)"; } >>"$all"
+	done
+	cat "$all"
+	count "$all" "$kind" "$rc"
+}
+
+setup_db
+PGXS_DIR=$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")
+TAPDIR=$RP_TMP/tap
+mkdir -p "$TAPDIR"
+[ "$(id -u)" -eq 0 ] && chown postgres: "$TAPDIR"
+
+queue_files >"$OUT/queue"
+cp "$OUT/queue" "$OUT/queue.all"
+: >"$OUT/lane-dirs"
+# Lanes 1.. start now, beside the single-server suites on lane 0's servers.
+if [ -s "$OUT/queue" ]; then
+	for ((l = 1; l < lanes; l++)); do
+		( lane "$l" ) >"$OUT/lane-$l.log" 2>&1 &
+		lane_pids+=($!)
+	done
+fi
 
 for s in $suites; do
-	echo "==== $s"
-	flush
+	case $s in
+		regress|isolation|pgtap) echo "==== $s"; flush ;;
+	esac
 	case $s in
 		regress)   run_pgxs regress ;;
 		isolation) run_pgxs isolation ;;
-		pgtap)     run_prove pgtap test/pgtap/*.sql ;;
-		scenarios) run_prove scenarios test/scenarios/*.sh ;;
-		tap)       run_prove tap t/*.pl ;;
+		pgtap)     run_pgtap ;;
+	esac
+done
+# in the background, so that a TERM to us is handled while the lanes run
+( lane 0 ) >"$OUT/lane-0.log" 2>&1 &
+lane_pids+=($!)
+for p in "${lane_pids[@]}"; do wait "$p"; done
+lane_pids=()
+for l in "$OUT"/lane-*.log; do [ -s "$l" ] && { echo "---- $l"; cat "$l"; }; done
+
+for s in $suites; do
+	case $s in
+		scenarios|tap) echo "==== $s"; report_files "$s" ;;
 	esac
 done
 
 echo
-echo "suites: $suites; wall time $(( $(date +%s) - start )) s"
+echo "suites: $suites; lanes: $lanes; wall time $(( $(date +%s) - start )) s"
 [ ${#failures[@]} -gt 0 ] && echo "failing suites: ${failures[*]}"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ]

@@ -46,6 +46,7 @@
 
 #include "conn.h"
 #include "stats.h"
+#include "secret.h"
 #include "sentinel_auth.h"
 #include "tls.h"
 
@@ -98,6 +99,28 @@ rp_set_failure(int sqlstate, const char *message, const char *detail,
 	rp_failure.detail = detail;
 	rp_failure.hint = hint;
 	return false;
+}
+
+/*
+ * Record an ERROR just caught (and not re-thrown) as the failure.  errfinish
+ * zeroed the interrupt hold-off counts for the error handler it expected to
+ * run; they are put back to what they were when the PG_TRY began, so that a
+ * caller's HOLD_INTERRUPTS (the cleanup face's, AbortTransaction's) is not
+ * RESUMEd below zero, which wraps the count and holds interrupts for good.
+ * Returns false.
+ */
+static bool
+rp_set_failure_caught(MemoryContext cxt, uint32 holdoff, uint32 cancel_holdoff)
+{
+	ErrorData  *edata;
+
+	InterruptHoldoffCount = holdoff;
+	QueryCancelHoldoffCount = cancel_holdoff;
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	return rp_set_failure(edata->sqlerrcode, edata->message, edata->detail,
+						  edata->hint);
 }
 
 int			rp_command_timeout_ms = 2000;
@@ -224,46 +247,18 @@ rp_mark_changed_bool(bool newval, void *extra)
 	rp_config_changed = true;
 }
 
-/*
- * The password must not be stored where plain users can read it:
- * ALTER ROLE/DATABASE ... SET and CREATE FUNCTION ... SET write to
- * world-readable catalogs (they are validated with source PGC_S_TEST, and
- * applied at login with the DATABASE/USER sources).  postgresql.conf,
- * ALTER SYSTEM, a session SET by a superuser, or password_file are the
- * places for it.
- */
+/* A secret: see secret.c. */
 static bool
 rp_check_password(char **newval, void **extra, GucSource source)
 {
-	if (*newval == NULL || (*newval)[0] == '\0')
-		return true;
-	if (source == PGC_S_TEST || source == PGC_S_DATABASE ||
-		source == PGC_S_USER || source == PGC_S_DATABASE_USER)
-	{
-		GUC_check_errcode(ERRCODE_INSUFFICIENT_PRIVILEGE);
-		GUC_check_errmsg("redis_primitives.password cannot be stored in a role, database or function setting");
-		GUC_check_errdetail("Those settings are readable by every user in pg_db_role_setting and pg_proc.");
-		GUC_check_errhint("Set it in postgresql.conf or with ALTER SYSTEM, or use redis_primitives.password_file.");
-		return false;
-	}
-	return true;
+	return rp_secret_check("redis_primitives.password",
+						   "redis_primitives.password_file", newval, source);
 }
 
-/*
- * SHOW, current_setting() and pg_settings print the password through this
- * hook.  GUC_SUPERUSER_ONLY keeps plain users out, but lets members of
- * pg_read_all_settings (and so pg_monitor, which monitoring agents run as)
- * read it: they see a mask.  Superusers see the value: they can read
- * postgresql.auto.conf anyway (docs/security.md).
- */
 static const char *
 rp_show_password(void)
 {
-	if (rp_password == NULL || rp_password[0] == '\0')
-		return "";
-	if (IsTransactionState() && superuser())
-		return rp_password;
-	return "********";
+	return rp_secret_show(rp_password);
 }
 
 void
@@ -582,31 +577,15 @@ rp_conn_is_stale(void)
 static char *
 rp_read_password_file(void)
 {
-	FILE	   *f;
-	char		buf[1024];
-	size_t		len;
+	int			sqlstate;
+	char	   *message;
+	char	   *password = rp_secret_read_file("redis_primitives.password_file",
+											   rp_password_file, &sqlstate,
+											   &message);
 
-	f = AllocateFile(rp_password_file, "r");
-	if (f == NULL)
-	{
-		/* The SQLSTATE errcode_for_file_access() would give. */
-		int			sqlstate = (errno == ENOENT || errno == ENOTDIR) ? ERRCODE_UNDEFINED_FILE
-			: (errno == EACCES || errno == EPERM) ? ERRCODE_INSUFFICIENT_PRIVILEGE
-			: ERRCODE_IO_ERROR;
-
-		(void) rp_set_failure(sqlstate,
-							  psprintf("could not open redis_primitives.password_file \"%s\": %m",
-									   rp_password_file),
-							  NULL, NULL);
-		return NULL;
-	}
-	if (fgets(buf, sizeof(buf), f) == NULL)
-		buf[0] = '\0';
-	FreeFile(f);
-	len = strlen(buf);
-	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-		buf[--len] = '\0';
-	return pstrdup(buf);
+	if (password == NULL)
+		(void) rp_set_failure(sqlstate, message, NULL, NULL);
+	return password;
 }
 
 static bool rp_exchange(int ncmds, TimestampTz deadline, RpReply **out);
@@ -624,7 +603,9 @@ static bool
 rp_tls_connect(redisContext *c, TimestampTz deadline)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	ErrorData  *volatile edata = NULL;
+	uint32		holdoff = InterruptHoldoffCount;
+	uint32		cancel_holdoff = QueryCancelHoldoffCount;
+	volatile bool failed = false;
 
 	PG_TRY();
 	{
@@ -632,21 +613,21 @@ rp_tls_connect(redisContext *c, TimestampTz deadline)
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
-			edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+		int			sqlstate = geterrcode();
+
+		if (sqlstate == ERRCODE_QUERY_CANCELED ||
+			sqlstate == ERRCODE_LOCK_NOT_AVAILABLE)
 			PG_RE_THROW();
-		FlushErrorState();
+		(void) rp_set_failure_caught(cxt, holdoff, cancel_holdoff);
+		failed = true;
 	}
 	PG_END_TRY();
-	if (edata == NULL)
+	if (!failed)
 		return true;
 	rp_conn_drop();
 	rp_in_exchange = false;
 	rp_slots_valid = false;
-	return rp_set_failure(edata->sqlerrcode, edata->message, edata->detail,
-						  edata->hint);
+	return false;
 }
 
 /* Wait for a non-blocking connect to finish. */
@@ -751,10 +732,16 @@ rp_sentinel_ask(const char *shost, int sport, TimestampTz deadline,
 	const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", rp_sentinel_master};
 	char	   *who = psprintf("sentinel %s:%d", shost, sport);
 	const char *auth[3];
-	int			nauth = rp_sentinel_auth_argv(auth);
+	char	   *auth_error;
+	int			nauth = rp_sentinel_auth_argv(auth, &auth_error);
 	RpReply    *replies[2];
 	RpReply    *r;
 
+	if (nauth < 0)
+	{
+		appendStringInfo(why, "%s%s: %s", why->len ? "; " : "", who, auth_error);
+		return false;
+	}
 	strlcpy(rp_peer_host, shost, sizeof(rp_peer_host));
 	rp_peer_port = sport;
 	rp_peer_role = "sentinel";
@@ -1498,13 +1485,7 @@ rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
 		if (strncmp(reply->str, "TRYAGAIN", 8) == 0 &&
 			TimestampDifferenceMilliseconds(GetCurrentTimestamp(), call_deadline) > pause)
 		{
-			int			rc = WaitLatch(MyLatch,
-									   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-									   pause, PG_WAIT_EXTENSION);
-
-			if (rc & WL_LATCH_SET)
-				ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
+			rp_latch_sleep(pause);
 			pause = Min(pause * 2, 50);
 			asking = false;
 			redirects = 0;		/* a new attempt from the top */
@@ -1584,15 +1565,43 @@ RpReply *
 rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 			  int nargs, const RpArg *argv, int timeout_ms, char **errmsg_out)
 {
-	RpReply    *reply;
+	RpReply    *volatile reply = NULL;
 	RpStatus	st;
 	int			saved_cap = rp_connect_cap_ms;
-	bool		ok;
+	MemoryContext cxt = CurrentMemoryContext;
+	uint32		holdoff;
+	uint32		cancel_holdoff;
+	volatile bool ok;
 
 	*errmsg_out = NULL;
 	HOLD_INTERRUPTS();
+	holdoff = InterruptHoldoffCount;
+	cancel_holdoff = QueryCancelHoldoffCount;
 	rp_connect_cap_ms = timeout_ms;
-	ok = rp_eval_try(script, nkeys, keys, nargs, argv, timeout_ms, &reply, &st);
+
+	/*
+	 * The core reports what Redis and the network do as a status, but below
+	 * it PostgreSQL itself may still raise (a password file that cannot be
+	 * read, no file descriptor for the wait set, out of memory).  Here that
+	 * must not escape: thrown from a COMMIT callback it is a PANIC.  It
+	 * becomes this call's failure, and the connection, in whatever state
+	 * the ERROR left it, is dropped.
+	 */
+	PG_TRY();
+	{
+		RpReply    *r;
+
+		ok = rp_eval_try(script, nkeys, keys, nargs, argv, timeout_ms, &r, &st);
+		reply = r;
+	}
+	PG_CATCH();
+	{
+		ok = rp_set_failure_caught(cxt, holdoff, cancel_holdoff);
+		st = rp_failure;
+		rp_conn_reset();
+		rp_in_exchange = false;
+	}
+	PG_END_TRY();
 	rp_connect_cap_ms = saved_cap;
 	RESUME_INTERRUPTS();
 	if (ok)
@@ -1654,6 +1663,20 @@ rp_conn_ping(int64 *rtt_us, char **version)
  * Small helpers shared by the primitives.
  * ------------------------------------------------------------------------
  */
+
+void
+rp_latch_sleep(long ms)
+{
+	int			rc;
+
+	pgstat_report_wait_start(PG_WAIT_EXTENSION);
+	rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+				   Max(ms, 1), PG_WAIT_EXTENSION);
+	pgstat_report_wait_end();
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
 
 RpArg
 rp_arg_int(int64 v)

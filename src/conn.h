@@ -126,6 +126,12 @@ extern int	rp_slot_groups(int n, const RpArg *keys, int *order, int *start);
 /* Round trip of PING in microseconds, and the server's redis_version. */
 extern void rp_conn_ping(int64 *rtt_us, char **version);
 
+/*
+ * Sleep ms (at least 1) on the latch, as a wait event: cancel,
+ * statement_timeout and postmaster death end it.  For retry pauses.
+ */
+extern void rp_latch_sleep(long ms);
+
 /* Helpers for building arguments and reading replies. */
 static inline RpArg
 rp_arg_str(const char *s)

@@ -207,11 +207,16 @@ rp_is_leader_local(PG_FUNCTION_ARGS)
 				 errdetail("rp_is_leader(name) answers from the elector's shared memory, which exists only when the library is preloaded."),
 				 errhint("Add redis_primitives to shared_preload_libraries and restart, or ask Redis with rp_is_leader(name, node_id).")));
 	if (!rp_elector_lookup(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), &s))
+	{
+		/* Configured, but the elector has not published it (yet). */
+		if (rp_elector_configured(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name)))
+			PG_RETURN_BOOL(false);
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("election \"%s\" is not run by this server's elector",
 						text_to_cstring(name)),
 				 errhint("Add it to redis_primitives.elections and reload, or ask Redis with rp_is_leader(name, node_id).")));
+	}
 	PG_RETURN_BOOL(rp_state_is_leader(&s));
 }
 

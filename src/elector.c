@@ -353,6 +353,30 @@ rp_elector_lookup(const char *name, size_t namelen, RpElectionState *out)
 	return found;
 }
 
+/*
+ * Is name in redis_primitives.elections as this process last read it?  The
+ * elector publishes an election only once it runs: after the server accepts
+ * connections, after the worker restarts, after it processed a reload.  A
+ * configured name it does not run (yet) is one this server does not lead,
+ * not a mistake of the caller's.
+ */
+bool
+rp_elector_configured(const char *name, size_t namelen)
+{
+	List	   *names;
+	char	   *why;
+	ListCell   *lc;
+	bool		found = false;
+
+	if (!rp_elector_parse_list(rp_election_list, &names, &why))
+		return false;
+	foreach(lc, names)
+		if (strlen(lfirst(lc)) == namelen && memcmp(lfirst(lc), name, namelen) == 0)
+			found = true;
+	list_free_deep(names);
+	return found;
+}
+
 RpArg
 rp_election_key(const char *name, size_t namelen, const char *suffix)
 {

@@ -62,6 +62,12 @@ extern bool rp_elector_available(void);
 extern bool rp_elector_lookup(const char *name, size_t namelen,
 							  RpElectionState *out);
 
+/*
+ * Is name in redis_primitives.elections (as this process read it last)?  The
+ * elector may not run it yet: it publishes once started or reloaded.
+ */
+extern bool rp_elector_configured(const char *name, size_t namelen);
+
 /* Copy every election's state into out[RP_MAX_ELECTIONS]; returns how many. */
 extern int	rp_elector_snapshot(RpElectionState *out);
 

@@ -504,29 +504,45 @@ rp_release_leases(RpLease **leases, int n, bool quiet, bool *answered)
  * ------------------------------------------------------------------------
  */
 
+/* Which registry entries rp_release_where takes. */
+typedef enum RpTake
+{
+	RP_TAKE_ALL,				/* rp_release_all() */
+	RP_TAKE_SESSION,			/* DISCARD ALL: the session-scoped ones */
+	RP_TAKE_XACT				/* transaction end: xact ones (of one subxact) */
+} RpTake;
+
 /*
- * Take the xact leases (all, or those of one subtransaction) out of the
- * registry, release them quietly and forget them.  Never throws.
+ * Take the registry's entries of one sort out (RP_TAKE_XACT: of subid only,
+ * unless InvalidSubTransactionId), release them and forget them.  quiet: the
+ * cleanup face, never throws; otherwise a failure raises and leaves the
+ * registry as it was.  Returns how many Redis still held.
  */
-static void
-rp_release_xact(SubTransactionId subid)
+static int
+rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
 {
 	HASH_SEQ_STATUS seq;
 	RpLease    *l;
 	RpLease   **take;
 	int			n = 0;
+	int			released;
 
-	if (rp_nxact == 0)
-		return;
-	take = palloc(sizeof(RpLease *) * rp_nxact);
+	if (rp_held == NULL || hash_get_num_entries(rp_held) == 0 ||
+		(which == RP_TAKE_XACT && rp_nxact == 0))
+		return 0;
+	take = palloc(sizeof(RpLease *) * hash_get_num_entries(rp_held));
 	hash_seq_init(&seq, rp_held);
 	while ((l = hash_seq_search(&seq)) != NULL)
-		if (l->xact && (subid == InvalidSubTransactionId || l->subid == subid))
+		if (which == RP_TAKE_ALL ||
+			(which == RP_TAKE_SESSION && !l->xact) ||
+			(which == RP_TAKE_XACT && l->xact &&
+			 (subid == InvalidSubTransactionId || l->subid == subid)))
 			take[n++] = l;
-	(void) rp_release_leases(take, n, true, NULL);
+	released = rp_release_leases(take, n, quiet, NULL);
 	for (int i = 0; i < n; i++)
 		rp_registry_remove(take[i]);
 	pfree(take);
+	return released;
 }
 
 /*
@@ -668,7 +684,7 @@ rp_xact_callback(XactEvent event, void *arg)
 			/* As pgfdw_abort_cleanup: no more work when errors recurse. */
 			if (in_error_recursion_trouble())
 				break;
-			rp_release_xact(InvalidSubTransactionId);
+			(void) rp_release_where(RP_TAKE_XACT, InvalidSubTransactionId, true);
 			rp_unsettled_release();
 			break;
 		default:
@@ -688,7 +704,7 @@ rp_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
 		if (!in_error_recursion_trouble())
-			rp_release_xact(mySubid);
+			(void) rp_release_where(RP_TAKE_XACT, mySubid, true);
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
@@ -937,11 +953,11 @@ rp_wait_replicas(RpLease *u, int64 fence)
 }
 
 static Datum
-rp_make_lease(FunctionCallInfo fcinfo, const RpLease *l)
+rp_make_lease(FunctionCallInfo fcinfo, const RpLease *l, bool fence_known)
 {
 	TupleDesc	tupdesc;
 	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
+	bool		nulls[4] = {false, false, !fence_known, false};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -950,21 +966,6 @@ rp_make_lease(FunctionCallInfo fcinfo, const RpLease *l)
 	values[2] = Int64GetDatum(l->fence);
 	values[3] = TimestampTzGetDatum(l->expires_at);
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
-}
-
-/* Sleep up to ms, waking for cancel and statement_timeout. */
-static void
-rp_sleep(long ms)
-{
-	int			rc;
-
-	if (ms <= 0)
-		return;
-	rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-				   ms, PG_WAIT_EXTENSION);
-	if (rc & WL_LATCH_SET)
-		ResetLatch(MyLatch);
-	CHECK_FOR_INTERRUPTS();
 }
 
 /*
@@ -1021,7 +1022,7 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 			held->verify = true;
 			rp_nverify++;
 		}
-		PG_RETURN_DATUM(rp_make_lease(fcinfo, held));
+		PG_RETURN_DATUM(rp_make_lease(fcinfo, held, true));
 	}
 
 	rp_new_token(token);
@@ -1062,7 +1063,7 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 			}
 			l = rp_registry_add(u, fence, xact, verify);
 			MemoryContextDelete(attempt_cxt);
-			PG_RETURN_DATUM(rp_make_lease(fcinfo, l));
+			PG_RETURN_DATUM(rp_make_lease(fcinfo, l, true));
 		}
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(attempt_cxt);
@@ -1083,9 +1084,7 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		if (lock_deadline != 0)
 			pause = Min(pause, TimestampDifferenceMilliseconds(now, lock_deadline));
 		pause = Min(pause, remaining);
-		pgstat_report_wait_start(PG_WAIT_EXTENSION);
-		rp_sleep(Max(pause, 1));
-		pgstat_report_wait_end();
+		rp_latch_sleep(pause);
 		backoff = Min(backoff * 2, 250);
 	}
 }
@@ -1225,22 +1224,60 @@ RP_TRACKED_FUNCTION(rp_release_name, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 
 RP_TRACKED_FUNCTION(rp_release_all, RP_PRIM_RELEASE_ALL, RP_OUT_PLAIN)
 {
-	HASH_SEQ_STATUS seq;
-	RpLease    *l;
-	RpLease   **all;
-	int			n = 0;
-	int			released;
+	PG_RETURN_INT32(rp_release_where(RP_TAKE_ALL, InvalidSubTransactionId, false));
+}
 
-	if (rp_held == NULL || hash_get_num_entries(rp_held) == 0)
-		PG_RETURN_INT32(0);
-	all = palloc(sizeof(RpLease *) * hash_get_num_entries(rp_held));
-	hash_seq_init(&seq, rp_held);
-	while ((l = hash_seq_search(&seq)) != NULL)
-		all[n++] = l;
-	released = rp_release_leases(all, n, false, NULL);
-	for (int i = 0; i < n; i++)
-		rp_registry_remove(all[i]);
-	PG_RETURN_INT32(released);
+/*
+ * Compare-and-extend l (the session's entry when mine, else a transient one)
+ * by ttl_ms with its kind's script; the new deadline is counted from when it
+ * was asked, like rp_acquire's.  false when Redis no longer holds it with
+ * l's token: the session's entry is then forgotten.  With counter, a lock is
+ * extended by lock_extend_token, which also reads the name's fence counter
+ * into *counter (see that script); a permit leaves *counter at 0.
+ */
+static bool
+rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
+{
+	RpArg		keys[2];
+	RpArg		argv[2];
+	TimestampTz sent;
+	bool		ok;
+
+	keys[0].data = l->key;
+	keys[0].len = l->keylen;
+	argv[0] = rp_arg_str(l->token);
+	argv[1] = rp_arg_int(ttl_ms);
+	sent = GetCurrentTimestamp();
+	if (l->kind == RP_LEASE_PERMIT)
+		ok = rp_reply_int(rp_lock_eval(&rp_script_semaphore_extend, 1, keys, 2, argv),
+						  "semaphore_extend") == 1;
+	else if (counter == NULL)
+		ok = rp_reply_int(rp_lock_eval(&rp_script_lock_extend, 1, keys, 2, argv),
+						  "lock_extend") == 1;
+	else
+	{
+		RpReply    *r;
+
+		/* The same hash tag as the lock key, so the same slot. */
+		keys[1] = rp_key(l->name, l->namelen, "fence");
+		r = rp_lock_eval(&rp_script_lock_extend_token, 2, keys, 2, argv);
+		ok = !rp_reply_is_nil(r);
+		if (ok && r->type != RP_REPLY_STRING)
+			elog(ERROR, "unexpected Redis reply for lock_extend_token: expected a decimal string");
+		if (ok)
+			*counter = pg_strtoint64(r->str);
+	}
+	if (!ok)
+	{
+		/* Not ours any more: stop believing it. */
+		if (mine)
+			rp_registry_remove(l);
+		return false;
+	}
+	l->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
+	if (mine)
+		rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
+	return true;
 }
 
 RP_TRACKED_FUNCTION(rp_extend, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
@@ -1251,39 +1288,19 @@ RP_TRACKED_FUNCTION(rp_extend, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 	int64		ttl_ms;
 	bool		mine;
 	RpLease    *l;
-	RpArg		keys[1];
-	RpArg		argv[2];
-	TimestampTz sent;
 
 	/* The fence is required: the lease returned carries it. */
 	rp_lease_arg(fcinfo, 0, &name, &token, &fence, NULL);
 	ttl_ms = rp_arg_int8(fcinfo, 1, "ttl_ms", 1, RP_MAX_TTL_MS);
 	l = rp_lease_of(name, token, &mine);
-	if (l->token[0] == '\0')
+	if (l->token[0] == '\0' || !rp_extend_lease(l, mine, ttl_ms, NULL))
 		PG_RETURN_NULL();
-	keys[0].data = l->key;
-	keys[0].len = l->keylen;
-	argv[0] = rp_arg_str(l->token);
-	argv[1] = rp_arg_int(ttl_ms);
-	sent = GetCurrentTimestamp();
-	if (rp_reply_int(rp_lock_eval(l->kind == RP_LEASE_PERMIT ?
-								  &rp_script_semaphore_extend : &rp_script_lock_extend,
-								  1, keys, 2, argv),
-					 "lock_extend") != 1)
-	{
-		/* Not ours any more: stop believing it. */
-		if (mine)
-			rp_registry_remove(l);
-		PG_RETURN_NULL();
-	}
-	l->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
 	/* The registry's fence, not whatever the caller passed. */
-	if (mine)
-		rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
-	else
+	if (!mine)
 		l->fence = fence;
-	PG_RETURN_DATUM(rp_make_lease(fcinfo, l));
+	PG_RETURN_DATUM(rp_make_lease(fcinfo, l, true));
 }
+
 RP_TRACKED_FUNCTION(rp_lock_info, RP_PRIM_LOCK_INFO, RP_OUT_PLAIN)
 {
 	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");
@@ -1407,94 +1424,23 @@ RP_TRACKED_FUNCTION(rp_release_token, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 }
 
 /*
- * rp_extend(name, token, ttl_ms) for a semaphore permit this session does not
- * hold (its token begins with 's'): the permit's own compare-and-extend
- * script.  Redis keeps no fence per permit, so the lease returned carries a
- * NULL fence; the session holding the permit gets its fence (below).
+ * rp_extend(name, token, ttl_ms).  The session holding the lease returns its
+ * own fence.  Elsewhere, a lock returns the name's fence counter (see
+ * lock_extend_token); a permit (its token begins with 's') a NULL fence:
+ * Redis keeps no fence per permit.
  */
-static Datum
-rp_extend_permit_token(FunctionCallInfo fcinfo, RpLease *l, int64 ttl_ms)
-{
-	RpArg		key = {l->key, l->keylen};
-	RpArg		argv[2];
-	TimestampTz sent = GetCurrentTimestamp();
-	TupleDesc	tupdesc;
-	Datum		values[4];
-	bool		nulls[4] = {false, false, true, false};
-
-	argv[0] = rp_arg_str(l->token);
-	argv[1] = rp_arg_int(ttl_ms);
-	if (rp_reply_int(rp_lock_eval(&rp_script_semaphore_extend, 1, &key, 2, argv),
-					 "semaphore_extend") != 1)
-		PG_RETURN_NULL();
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	values[0] = PointerGetDatum(cstring_to_text_with_len(l->name, l->namelen));
-	values[1] = CStringGetTextDatum(l->token);
-	values[2] = (Datum) 0;
-	values[3] = TimestampTzGetDatum(TimestampTzPlusMilliseconds(sent, ttl_ms));
-	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
-}
-
 RP_TRACKED_FUNCTION(rp_extend_token, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 {
 	bool		mine;
 	RpLease    *l = rp_token_args(fcinfo, &mine);
 	int64		ttl_ms = rp_arg_int8(fcinfo, 2, "ttl_ms", 1, RP_MAX_TTL_MS);
-	RpArg		keys[2];
-	RpArg		argv[2];
-	RpReply    *r;
-	TimestampTz sent;
-	TimestampTz expires;
-	int64		fence;
+	int64		counter = 0;
 
-	if (l->token[0] == '\0')
+	if (l->token[0] == '\0' || !rp_extend_lease(l, mine, ttl_ms, &counter))
 		PG_RETURN_NULL();
-	keys[0].data = l->key;
-	keys[0].len = l->keylen;
-	/* The same hash tag as the lock key, so the same slot. */
-	keys[1] = rp_key(l->name, l->namelen, "fence");
-	argv[0] = rp_arg_str(l->token);
-	argv[1] = rp_arg_int(ttl_ms);
-	sent = GetCurrentTimestamp();
-	if (l->kind == RP_LEASE_PERMIT)
-	{
-		/*
-		 * A permit: its own extend script.  Only this session knows its
-		 * fence (a semaphore has no per-permit counter value to read back).
-		 */
-		if (!mine)
-			return rp_extend_permit_token(fcinfo, l, ttl_ms);
-		if (rp_reply_int(rp_lock_eval(&rp_script_semaphore_extend, 1, keys, 2, argv),
-						 "semaphore_extend") != 1)
-		{
-			rp_registry_remove(l);
-			PG_RETURN_NULL();
-		}
-		fence = l->fence;
-	}
-	else
-	{
-		r = rp_lock_eval(&rp_script_lock_extend_token, 2, keys, 2, argv);
-		if (rp_reply_is_nil(r))
-		{
-			/* Not ours any more: stop believing it. */
-			if (mine)
-				rp_registry_remove(l);
-			PG_RETURN_NULL();
-		}
-		if (r->type != RP_REPLY_STRING)
-			elog(ERROR, "unexpected Redis reply for lock_extend_token: expected a decimal string");
-		/* The session's own record is exact; otherwise the counter (see script). */
-		fence = mine ? l->fence : pg_strtoint64(r->str);
-	}
-	/* Counted from when it was asked for: conservative, like rp_acquire. */
-	expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
-	l->expires_at = expires;
-	l->fence = fence;
-	if (mine)
-		rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
-	PG_RETURN_DATUM(rp_make_lease(fcinfo, l));
+	if (!mine)
+		l->fence = counter;
+	PG_RETURN_DATUM(rp_make_lease(fcinfo, l, mine || l->kind != RP_LEASE_PERMIT));
 }
 
 /*
@@ -1505,24 +1451,7 @@ RP_TRACKED_FUNCTION(rp_extend_token, RP_PRIM_EXTEND, RP_OUT_NULL_REFUSED)
 int
 rp_lock_release_session_leases(void)
 {
-	HASH_SEQ_STATUS seq;
-	RpLease    *l;
-	RpLease   **take;
-	int			n = 0;
-	int			released;
-
-	if (rp_held == NULL || hash_get_num_entries(rp_held) == 0)
-		return 0;
-	take = palloc(sizeof(RpLease *) * hash_get_num_entries(rp_held));
-	hash_seq_init(&seq, rp_held);
-	while ((l = hash_seq_search(&seq)) != NULL)
-		if (!l->xact)
-			take[n++] = l;
-	released = rp_release_leases(take, n, true, NULL);
-	for (int i = 0; i < n; i++)
-		rp_registry_remove(take[i]);
-	pfree(take);
-	return released;
+	return rp_release_where(RP_TAKE_SESSION, InvalidSubTransactionId, true);
 }
 
 /* ------------------------------------------------------------------------
@@ -1633,5 +1562,5 @@ rp_lease_datum(FunctionCallInfo fcinfo, const char *name, size_t namelen,
 	strlcpy(l.token, token, sizeof(l.token));
 	l.fence = fence;
 	l.expires_at = expires_at;
-	return rp_make_lease(fcinfo, &l);
+	return rp_make_lease(fcinfo, &l, true);
 }

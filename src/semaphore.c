@@ -91,21 +91,6 @@ rp_sem_try_recorded(const char *name, size_t namelen, const char *token,
 	return fence;
 }
 
-/* Sleep up to ms, waking for cancel and statement_timeout. */
-static void
-rp_sem_sleep(long ms)
-{
-	int			rc;
-
-	pgstat_report_wait_start(PG_WAIT_EXTENSION);
-	rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-				   Max(ms, 1), PG_WAIT_EXTENSION);
-	pgstat_report_wait_end();
-	if (rc & WL_LATCH_SET)
-		ResetLatch(MyLatch);
-	CHECK_FOR_INTERRUPTS();
-}
-
 /*
  * Shared body of rp_semaphore_acquire and rp_semaphore_acquire_xact.
  *
@@ -190,7 +175,7 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		pause = Min(pause, TimestampDifferenceMilliseconds(sent, deadline));
 		if (lock_deadline != 0)
 			pause = Min(pause, TimestampDifferenceMilliseconds(sent, lock_deadline));
-		rp_sem_sleep(pause);
+		rp_latch_sleep(pause);
 		backoff = Min(backoff * 2, RP_SEM_MAX_BACKOFF_MS);
 	}
 }

@@ -15,9 +15,9 @@
  */
 #include "postgres.h"
 
-#include "storage/fd.h"
 #include "utils/guc.h"
 
+#include "secret.h"
 #include "sentinel_auth.h"
 
 static char *rp_sentinel_username = NULL;
@@ -31,22 +31,19 @@ rp_sentinel_auth_mark_changed(const char *newval, void *extra)
 	rp_sentinel_auth_changed = true;
 }
 
-/* As redis_primitives.password: never stored where plain users can read it. */
+/* A secret, as redis_primitives.password: see secret.c. */
 static bool
 rp_sentinel_check_password(char **newval, void **extra, GucSource source)
 {
-	if (*newval == NULL || (*newval)[0] == '\0')
-		return true;
-	if (source == PGC_S_TEST || source == PGC_S_DATABASE ||
-		source == PGC_S_USER || source == PGC_S_DATABASE_USER)
-	{
-		GUC_check_errcode(ERRCODE_INSUFFICIENT_PRIVILEGE);
-		GUC_check_errmsg("redis_primitives.sentinel_password cannot be stored in a role, database or function setting");
-		GUC_check_errdetail("Those settings are readable by every user in pg_db_role_setting and pg_proc.");
-		GUC_check_errhint("Set it in postgresql.conf or with ALTER SYSTEM, or use redis_primitives.sentinel_password_file.");
-		return false;
-	}
-	return true;
+	return rp_secret_check("redis_primitives.sentinel_password",
+						   "redis_primitives.sentinel_password_file", newval,
+						   source);
+}
+
+static const char *
+rp_sentinel_show_password(void)
+{
+	return rp_secret_show(rp_sentinel_password);
 }
 
 void
@@ -61,7 +58,8 @@ rp_sentinel_auth_init(void)
 							   "Cannot be stored with ALTER ROLE, ALTER DATABASE or CREATE FUNCTION ... SET.",
 							   &rp_sentinel_password, "", PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
-							   rp_sentinel_check_password, rp_sentinel_auth_mark_changed, NULL);
+							   rp_sentinel_check_password, rp_sentinel_auth_mark_changed,
+							   rp_sentinel_show_password);
 	DefineCustomStringVariable("redis_primitives.sentinel_password_file",
 							   "File whose first line is the Sentinels' password, read at connect time when redis_primitives.sentinel_password is empty.",
 							   "The file must be readable by the database server's operating system user only.",
@@ -78,36 +76,22 @@ rp_sentinel_auth_take_changed(void)
 	return changed;
 }
 
-static char *
-rp_sentinel_read_password_file(void)
-{
-	FILE	   *f;
-	char		buf[1024];
-	size_t		len;
-
-	f = AllocateFile(rp_sentinel_password_file, "r");
-	if (f == NULL)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open redis_primitives.sentinel_password_file \"%s\": %m",
-						rp_sentinel_password_file)));
-	if (fgets(buf, sizeof(buf), f) == NULL)
-		buf[0] = '\0';
-	FreeFile(f);
-	len = strlen(buf);
-	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-		buf[--len] = '\0';
-	return pstrdup(buf);
-}
-
 int
-rp_sentinel_auth_argv(const char *argv[3])
+rp_sentinel_auth_argv(const char *argv[3], char **error)
 {
 	const char *password = rp_sentinel_password;
 
 	if ((password == NULL || password[0] == '\0') &&
 		rp_sentinel_password_file && rp_sentinel_password_file[0])
-		password = rp_sentinel_read_password_file();
+	{
+		int			sqlstate;
+
+		password = rp_secret_read_file("redis_primitives.sentinel_password_file",
+									   rp_sentinel_password_file, &sqlstate,
+									   error);
+		if (password == NULL)
+			return -1;
+	}
 	if (password == NULL || password[0] == '\0')
 		return 0;
 	argv[0] = "AUTH";

@@ -42,7 +42,7 @@ RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME', 'rp_is_leader_local'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 COMMENT ON FUNCTION @extschema@.rp_is_leader(pg_catalog.text) IS
-  'This server''s background elector leads name, before its lease deadline; no round trip.  Errors for an election the elector does not run';
+  'This server''s background elector leads name, before its lease deadline; no round trip.  False for a configured election the elector does not run yet; errors for a name not in redis_primitives.elections';
 
 CREATE FUNCTION @extschema@.rp_elections(
     OUT name pg_catalog.text, OUT node_id pg_catalog.text, OUT is_leader pg_catalog.bool,

@@ -5,34 +5,25 @@
 # twin (GET, then SET when absent: check-then-act in two round trips, with a
 # 50 ms pause between them standing in for a slow network or a GC pause) lets
 # several callers in at once under the same barrier.
+#
+# The callers are race.py's: 40 connections of one client process, released
+# together by an advisory-lock barrier each round, kept from round to round.
 source "$(dirname "$0")/tap.bash"
 plan 33
 N=40 ROUNDS=15
+race() { /usr/bin/python3 "$(dirname "$0")/race.py" "$@"; }
 
-round() {  # name sql-for-one-caller -> prints the winners' outputs
-	local name=$1 sql=$2 i
-	barrier_hold 7001 || return 1
-	barrier_hold 7002 || return 1
-	for i in $(seq $N); do
-		q "SELECT pg_advisory_lock_shared(7001)" "$sql" \
-		  "SELECT pg_advisory_lock_shared(7002)" "SELECT rp_release_all()" \
-		  > "$RP_TMP/caller.$i" 2>&1 &
-	done
-	barrier_wait 7001 $N || return 1
-	barrier_release 7001
-	# every caller has made its attempt once it waits on the second barrier
-	barrier_wait 7002 $N || return 1
-	barrier_release 7002
-	wait
-	for i in $(seq $N); do sed -n 2p "$RP_TMP/caller.$i"; done
-}
-
+# Each round, every caller tries once; once all have tried, each releases
+# what it holds (--after), so the next round starts from a free name.
+race -n $N -r $ROUNDS -k 7000 --after "SELECT rp_release_all()" \
+	"SELECT coalesce((rp_acquire('race', 30000)).fence::text, 'none')" >"$RP_TMP/race.out"
+grep '^#' "$RP_TMP/race.out"
 last=0
 for r in $(seq $ROUNDS); do
-	out=$(round race "SELECT coalesce((rp_acquire('race', 30000)).fence::text, 'none')")
-	winners=$(echo "$out" | grep -cv '^none$')
+	out=$(awk -v r="$r" '$1 == r && $3 != "DONE" { print $3 }' "$RP_TMP/race.out")
+	winners=$(echo "$out" | grep -c '^[0-9][0-9]*$')
 	nones=$(echo "$out" | grep -c '^none$')
-	fence=$(echo "$out" | grep -v '^none$' | head -1)
+	fence=$(echo "$out" | grep '^[0-9][0-9]*$' | head -1)
 	is "$winners/$nones" "1/$((N - 1))" "round $r: exactly one of $N concurrent callers acquires"
 	cmp_ok "${fence:-0}" -gt "$last" "round $r: fence $fence is above the previous round's $last"
 	last=${fence:-$last}
@@ -40,25 +31,20 @@ done
 is "$(q "SELECT held FROM rp_lock_info('race')")" "f" "every winner released its lease"
 
 # The naive lock: GET, and SET if nothing is there, as two commands.
-redis del naive:race >/dev/null
-out=$(round naive "SELECT CASE WHEN rp_test.redis('GET', 'naive:race') = '' AND pg_sleep(0.05) IS NOT NULL THEN rp_test.redis('SET', 'naive:race', pg_backend_pid()::text) ELSE 'none' END")
 # A winner is a caller whose SET was answered OK; an error is nobody's win.
-# Counted over each caller's whole output: rp_test.redis's second call in a
-# session prints a NOTICE (its temp table exists), which moves the OK off the
-# line round() prints.
-winners=$(grep -lx 'OK' "$RP_TMP"/caller.* | wc -l)
-diag "naive check-then-set: $winners of $N callers believed they held the lock ($(echo "$out" | grep -c '^none$') saw it taken)"
+redis del naive:race >/dev/null
+race -n $N -k 7100 \
+	"SELECT CASE WHEN rp_test.redis('GET', 'naive:race') = '' AND pg_sleep(0.05) IS NOT NULL THEN rp_test.redis('SET', 'naive:race', pg_backend_pid()::text) ELSE 'none' END" \
+	>"$RP_TMP/naive.out"
+winners=$(grep -c '^1 [0-9]* OK$' "$RP_TMP/naive.out")
+diag "naive check-then-set: $winners of $N callers believed they held the lock ($(grep -c ' none$' "$RP_TMP/naive.out") saw it taken, $(grep -c ' ERROR ' "$RP_TMP/naive.out") errors)"
 cmp_ok "$winners" -gt 1 "the naive check-then-set lock admits more than one holder"
 
-# The same 40 callers with wait_ms: each eventually gets the lock, one at a
-# time, and the tokens they were given are all distinct.
-barrier_hold 7003
-for i in $(seq 10); do
-	q "SELECT pg_advisory_lock_shared(7003)" \
-	  "SELECT (rp_acquire('queue', 30000, 20000)).fence" "SELECT pg_sleep(0.02)" "SELECT rp_release('queue')" \
-	  > "$RP_TMP/waiter.$i" 2>&1 &
-done
-barrier_wait 7003 10; barrier_release 7003; wait
-fences=$(for i in $(seq 10); do sed -n 2p "$RP_TMP/waiter.$i"; done | sort -n | uniq | grep -c '^[0-9]')
-is "$fences" "10" "10 waiters with wait_ms each acquire in turn, with 10 distinct tokens"
+# 10 callers with wait_ms: each eventually gets the lock, one at a time, and
+# the tokens they were given are all distinct.
+race -n 10 -k 7200 "SELECT (rp_acquire('queue', 30000, 20000)).fence" "SELECT pg_sleep(0.02)" \
+	"SELECT rp_release('queue')" >"$RP_TMP/waiter.out"
+fences=$(awk '$3 ~ /^[0-9]+$/ && $3 != "" { print $3 }' "$RP_TMP/waiter.out" | sort -n | uniq | wc -l)
+fences_t=$(grep -c '^1 [0-9]* t$' "$RP_TMP/waiter.out")
+is "$fences/$fences_t" "10/10" "10 waiters with wait_ms each acquire in turn, with 10 distinct tokens, and release"
 finish

@@ -8,10 +8,11 @@
 # admitted against a limit of 5.  Ours decides inside one Lua script, so it
 # admits exactly the limit: 5 of 100, and 50 of 200, under every algorithm.
 #
-# The barrier: this script holds pg_advisory_lock(k) in a session of its own;
-# every caller first asks for pg_advisory_lock_shared(k) and blocks; once
-# pg_locks shows all of them waiting, the lock is released and they all run.
-# A caller prints ADMITTED when let in, and DONE at its end.
+# The barrier (race.py, one client process with a connection per caller):
+# it holds pg_advisory_lock(k) in a session of its own; every caller first
+# asks for pg_advisory_lock_shared(k) and blocks; once pg_locks shows all of
+# them waiting, the lock is released and they all run.  A caller prints
+# ADMITTED when let in, and DONE at its end.
 #
 # Run by scripts/test.sh (prove), with PGHOST, PGPORT, PGUSER and REDIS_PORT
 # set; the database rp_test has the extension and test/setup.sql.  Windows are
@@ -22,100 +23,46 @@ export PGDATABASE=rp_test
 WINDOW=3600000
 WORK=$(mktemp -d /tmp/rl_concurrency.XXXXXX)
 chmod 755 "$WORK"
-CTL_PID=
-
-cleanup() {
-	exec 3>&- 2>/dev/null
-	[ -n "$CTL_PID" ] && kill "$CTL_PID" 2>/dev/null
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
+trap 'rm -rf "$WORK"' EXIT
 
 source "$(dirname "$0")/tap.bash"
 RACES=0
 
-# Wait until at most $1 client backends are connected (the previous race's
-# backends may still be exiting after their psql has gone).
-wait_backends() {
-	local i
-	for i in $(seq 600); do
-		[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'")" -le "$1" ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
-
-# The callers' SQL.  Ours: one call.  Naive: three round trips through
-# redis-cli (rp_test.redis), deciding in between, as the client-side code does.
-cat > "$WORK/ours.sql" <<'SQL'
-SELECT pg_advisory_lock_shared(:lock) \g /dev/null
-SELECT 'ADMITTED' WHERE rp_ratelimit(:'key', :limit, :window, 1, :'alg');
-\echo DONE
-SQL
-cat > "$WORK/naive.sql" <<'SQL'
-SET client_min_messages = warning;
-SELECT pg_advisory_lock_shared(:lock) \g /dev/null
-SELECT rp_test.redis('ZREMRANGEBYSCORE', :'key', '-inf',
-                     ((extract(epoch FROM clock_timestamp()) * 1000)::bigint - :window)::text) \g /dev/null
-SELECT rp_test.redis('ZCARD', :'key')::int < :limit AS room \gset
-\if :room
-SELECT rp_test.redis('ZADD', :'key', (extract(epoch FROM clock_timestamp()) * 1000)::bigint::text,
-                     'caller-' || :i) \g /dev/null
-\echo ADMITTED
-\endif
-\echo DONE
-SQL
-
-# race NAME SQLFILE CALLERS LIMIT ALG: sets ADMITTED and ANSWERED.
+# race NAME CALLERS LIMIT ALG STEP...: CALLERS connections of race.py
+# (one round) run the STEPs at once against key NAME; sets ADMITTED (callers
+# that printed ADMITTED) and ANSWERED (callers that got to the end).
 race() {
-	local name=$1 sql=$2 callers=$3 limit=$4 alg=$5
-	local lock=$((100000 + RACES)) i waiting pids=()
+	local name=$1 callers=$2 limit=$3 alg=$4; shift 4
 	RACES=$((RACES + 1))
-
-	wait_backends "$BASELINE" || echo "# previous backends still connected"
-	rm -f "$WORK/ctl"; mkfifo "$WORK/ctl"
-	psql -X -q -v ON_ERROR_STOP=1 < "$WORK/ctl" > "$WORK/ctl.out" 2>&1 &
-	CTL_PID=$!
-	exec 3> "$WORK/ctl"
-	echo "SELECT pg_advisory_lock($lock);" >&3
-	for i in $(seq 600); do
-		[ "$(q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $lock AND granted")" -ge 1 ] && break
-		sleep 0.1
-	done
-
-	for i in $(seq "$callers"); do
-		psql -X -At -q -v lock="$lock" -v key="$name" -v limit="$limit" -v window="$WINDOW" \
-			-v alg="$alg" -v i="$i" -f "$WORK/$sql" > "$WORK/$name.$i.out" 2>&1 &
-		pids+=($!)
-	done
-	for i in $(seq 1200); do
-		waiting=$(q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $lock AND NOT granted")
-		[ "$waiting" -ge "$callers" ] && break
-		sleep 0.1
-	done
-	[ "$waiting" -ge "$callers" ] || echo "# only $waiting of $callers callers reached the barrier"
-
-	echo "SELECT pg_advisory_unlock($lock);" >&3   # everyone runs now
-	exec 3>&-
-	wait "${pids[@]}"
-	wait "$CTL_PID" 2>/dev/null; CTL_PID=
-
-	ADMITTED=$(cat "$WORK/$name".*.out | grep -c '^ADMITTED$')
-	ANSWERED=$(cat "$WORK/$name".*.out | grep -c '^DONE$')
-	if grep -q 'ERROR' "$WORK/$name".*.out; then
+	/usr/bin/python3 "$(dirname "$0")/race.py" -n "$callers" -k $((100000 + 10 * RACES)) \
+		-v key="$name" -v limit="$limit" -v window="$WINDOW" -v alg="$alg" "$@" >"$WORK/$name.out" 2>&1
+	ADMITTED=$(grep -c '^1 [0-9]* ADMITTED$' "$WORK/$name.out")
+	ANSWERED=$(grep -c '^1 [0-9]* DONE$' "$WORK/$name.out")
+	grep '^#' "$WORK/$name.out"
+	if grep -q 'ERROR\|Traceback' "$WORK/$name.out"; then
 		echo "# errors from callers of $name:"
-		grep -h 'ERROR' "$WORK/$name".*.out | sort | uniq -c | head -5 | sed 's/^/#   /'
+		grep -h 'ERROR\|Error' "$WORK/$name.out" | cut -d' ' -f3- | sort | uniq -c | head -5 | sed 's/^/#   /'
 	fi
 	echo "# $name: $ADMITTED of $callers admitted against a limit of $limit ($alg)"
 }
 
+# The callers' SQL.  Ours: one call.  Naive: three round trips through
+# redis-cli (rp_test.redis), deciding in between on the client, as the
+# client-side code does.
+OURS="SELECT 'ADMITTED' WHERE rp_ratelimit(%(key)s, %(limit)s, %(window)s, 1, %(alg)s)"
+NAIVE=(
+	"SELECT rp_test.redis('ZREMRANGEBYSCORE', %(key)s, '-inf',
+	        ((extract(epoch FROM clock_timestamp()) * 1000)::bigint - %(window)s)::text) IS NOT NULL"
+	"?SELECT rp_test.redis('ZCARD', %(key)s)::int < %(limit)s"
+	"SELECT rp_test.redis('ZADD', %(key)s, (extract(epoch FROM clock_timestamp()) * 1000)::bigint::text,
+	        'caller-' || %(i)s) IS NOT NULL"
+	"SELECT 'ADMITTED'"
+)
+
 plan 19
-# Backends that other suites left behind are not ours to wait for.
-q "SELECT '# already connected: ' || coalesce(application_name, '') || ' ' || left(query, 60) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
-BASELINE=$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'")
 
 # ---- The naive client-side sliding window: 100 callers, limit 5 -------------
-race naive-100 naive.sql 100 5 naive
+race naive-100 100 5 naive "${NAIVE[@]}"
 naive=$ADMITTED
 cmp_ok "$ANSWERED" -eq 100 "naive three-round-trip sliding window: all 100 callers answered"
 cmp_ok "$naive" -gt 5 "naive three-round-trip sliding window admits far more than 5 of 100 (admitted $naive)"
@@ -123,7 +70,7 @@ cmp_ok "$(redis-cli -p "$REDIS_PORT" zcard naive-100)" -eq "$naive" "naive: its 
 
 # ---- Ours, the same race: exactly the limit ---------------------------------
 for alg in sliding_log sliding_window gcra; do
-	race "conc-$alg-100" ours.sql 100 5 "$alg"
+	race "conc-$alg-100" 100 5 "$alg" "$OURS"
 	cmp_ok "$ANSWERED" -eq 100 "$alg: all 100 callers answered"
 	cmp_ok "$ADMITTED" -eq 5 "$alg: exactly 5 of 100 concurrent callers admitted against a limit of 5 (naive: $naive)"
 done
@@ -131,7 +78,7 @@ cmp_ok "$(redis-cli -p "$REDIS_PORT" zcard "$(q "LOAD 'redis_primitives'; SELECT
 	"sliding_log: the sorted set holds exactly the 5 admitted"
 
 for alg in sliding_log sliding_window gcra; do
-	race "conc-$alg-200" ours.sql 200 50 "$alg"
+	race "conc-$alg-200" 200 50 "$alg" "$OURS"
 	cmp_ok "$ANSWERED" -eq 200 "$alg: all 200 callers answered"
 	cmp_ok "$ADMITTED" -eq 50 "$alg: exactly 50 of 200 concurrent callers admitted against a limit of 50"
 done

@@ -111,7 +111,7 @@ cli="redis-cli -p $REDIS_PORT"
 session_q s "SELECT held FROM rp_lock_info('fd')" >/dev/null
 fd_round() {  # how many of each: port flips, client kills, timeouts
 	session_q s "DO \$\$
-	DECLARE ok int := 0;
+	DECLARE ok int := 0; t0 timestamptz; late boolean;
 	BEGIN
 	  FOR i IN 1 .. $1 LOOP   -- port set to a dead one (08001) and back
 	    PERFORM set_config('redis_primitives.port', '$DEAD', false);
@@ -125,12 +125,27 @@ fd_round() {  # how many of each: port flips, client kills, timeouts
 	    ok := ok + 1;
 	  END LOOP;
 	  PERFORM set_config('redis_primitives.command_timeout', '100', false);
-	  FOR i IN 1 .. $3 LOOP   -- a command times out (08006) while Redis sleeps
-	    COPY (SELECT 1) TO PROGRAM 'cat >/dev/null; ($cli debug sleep 0.4 >/dev/null 2>&1 &)';
-	    PERFORM pg_sleep(0.1);
-	    BEGIN PERFORM rp_lock_info('fd'); EXCEPTION WHEN connection_failure THEN ok := ok + 1; END;
-	    PERFORM pg_sleep(0.35);
-	    PERFORM rp_lock_info('fd');
+	  -- A command times out (08006) while Redis is paused.  CLIENT PAUSE is
+	  -- in force once redis-cli returns, and a PING waits it out, so no sleep
+	  -- guesses how long anything takes.  The pause began after t0 and lasts
+	  -- 500 ms: a call begun within 350 ms of t0 meets 150 ms or more of it,
+	  -- past the 100 ms command_timeout, and must time out; a call begun later
+	  -- (a backend starved by a loaded machine) proves nothing and is tried
+	  -- again, up to five times.
+	  FOR i IN 1 .. $3 LOOP
+	    FOR try IN 1 .. 5 LOOP
+	      t0 := clock_timestamp();
+	      COPY (SELECT 1) TO PROGRAM 'cat >/dev/null; $cli client pause 500 >/dev/null';
+	      late := clock_timestamp() - t0 > interval '350 ms';
+	      BEGIN
+	        PERFORM rp_lock_info('fd');
+	      EXCEPTION WHEN connection_failure THEN
+	        ok := ok + 1; late := false;
+	      END;
+	      COPY (SELECT 1) TO PROGRAM 'cat >/dev/null; $cli ping >/dev/null';
+	      PERFORM rp_lock_info('fd');
+	      EXIT WHEN NOT late;
+	    END LOOP;
 	  END LOOP;
 	  PERFORM set_config('redis_primitives.command_timeout', '1000', false);
 	  PERFORM set_config('rp_test.reconnects', ok::text, false);
@@ -145,7 +160,7 @@ fd1=$(nfd) c1=$(conns)
 is "$out" "200" "200 forced reconnects: 100 dead-port, 80 CLIENT KILL, 20 timeouts"
 # Counted by Redis, not by the loop: the backend connected again after each
 # flip back (100), each kill (80) and each timeout (20); redis-cli connected
-# once per kill and per DEBUG SLEEP (100).
+# once per kill and twice per pause (120).
 cmp_ok "$((c1 - c0))" -ge 300 "Redis saw the backend reconnect every time: $((c1 - c0)) new connections, 300 expected"
 # PostgreSQL's own cache of open relation files may close or open a few;
 # a descriptor leaked per reconnect would add 200.

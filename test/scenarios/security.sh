@@ -4,7 +4,7 @@
 # callable until granted, the functions withstand a hostile search_path at
 # call time, and the fence trigger reveals nothing the writer cannot read.
 source "$(dirname "$0")/tap.bash"
-plan 22
+plan 25
 
 q "DROP ROLE IF EXISTS rp_plain; CREATE ROLE rp_plain LOGIN" >/dev/null 2>&1
 q "DROP ROLE IF EXISTS rp_plain" "CREATE ROLE rp_plain LOGIN" >/dev/null
@@ -38,6 +38,20 @@ sleep 0.5
 is "$(q "SHOW redis_primitives.sentinel_password")" "Sentinel-Secret-43" "the superuser sees the sentinel password (so the next check reads a set value)"
 is "$(plain "SHOW redis_primitives.sentinel_password")" "42501" "SHOW redis_primitives.sentinel_password: 42501 for a plain user"
 q "ALTER SYSTEM RESET redis_primitives.sentinel_password" "SELECT pg_reload_conf()" >/dev/null
+# Members of pg_read_all_settings (pg_monitor: monitoring agents) pass
+# GUC_SUPERUSER_ONLY: they must see a mask, never either secret.  The
+# sentinel password had no mask and was shown to them in clear.
+q "SET client_min_messages = warning" "DROP ROLE IF EXISTS rp_monitor" "CREATE ROLE rp_monitor LOGIN IN ROLE pg_read_all_settings" >/dev/null
+q "ALTER SYSTEM SET redis_primitives.password = 'Top-Secret-44'" \
+  "ALTER SYSTEM SET redis_primitives.sentinel_password = 'Sentinel-Secret-45'" "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+mon() { PGUSER=rp_monitor psql -X -At -q -d "$RP_DB" -c "$1" 2>&1; }
+is "$(mon "SHOW redis_primitives.password")" "********" "a pg_read_all_settings member sees the password masked"
+is "$(mon "SELECT current_setting('redis_primitives.sentinel_password')")" "********" \
+	"and the sentinel password masked (current_setting)"
+is "$(mon "SHOW redis_primitives.sentinel_password")" "********" "and the sentinel password masked (SHOW)"
+q "ALTER SYSTEM RESET redis_primitives.password" "ALTER SYSTEM RESET redis_primitives.sentinel_password" \
+  "SELECT pg_reload_conf()" "DROP ROLE rp_monitor" >/dev/null
 
 # 3. It cannot be stored in world-readable catalogs.
 is "$(q_state "ALTER ROLE rp_plain SET redis_primitives.password = 'x'")" "42501" "ALTER ROLE ... SET password is refused"

@@ -1,3 +1,0 @@
--- bench/fence/plain.sql: one row UPDATE per transaction, random row of 1,000.
-\set id random(1, 1000)
-UPDATE t_plain SET balance = balance + 1, fence_token = 7 WHERE id = :id;

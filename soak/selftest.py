@@ -1,0 +1,255 @@
+#!/usr/bin/python3
+"""soak/selftest.py DIR -- shows that soak/check.py sees each kind of
+violation: for every invariant it doctors a copy of a real run's history
+(DIR, left as it is) with one violation of that invariant, runs the checker
+on the copy and requires that invariant's count of violations to grow.
+A checker that cannot fail would fail here.  Run after every soak by
+soak/run.sh; exits 1 if any doctored violation went unseen.
+
+The one thing to know: each doctoring is the smallest change a real bug
+would make to the record (a token lowered, an acknowledged write missing, a
+second leader sample, ...), placed where no documented fault excuses it.
+"""
+import copy
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check  # noqa: E402  (the checker under test; the driver is never imported)
+
+
+def load(d):
+    events = []
+    for p in sorted(os.listdir(d)):
+        if p.startswith("history-") and p.endswith(".jsonl"):
+            with open(os.path.join(d, p)) as f:
+                events += [json.loads(l) for l in f if l.strip()]
+    with open(os.path.join(d, "final.json")) as f:
+        final = json.load(f)
+    return events, final
+
+
+def run(events, final):
+    rep, _, _ = check.decide(events, final, quiet=True)
+    return {k: len(v["violations"]) for k, v in rep.inv.items()}
+
+
+def free(h, t0, t1):
+    return h.in_loss(t0, t1) is None
+
+
+def ops_of(events):
+    ops = {}
+    for e in events:
+        if e.get("ev") == "inv":
+            ops[e["op"]] = {"inv": e, "end": None}
+        elif e.get("ev") in ("ok", "fail", "unknown") and e.get("op") in ops:
+            ops[e["op"]]["end"] = e
+    return ops
+
+
+# Each doctor takes (events, final, h) and changes them in place; returns a
+# description, or None when this history has nothing to doctor (counted as
+# a failure: a soak too short to exercise an invariant proves nothing).
+
+def d_fence(ev, fin, h):
+    rows = [a for a in fin["audit"] if a["tbl"] == "t_lock" and a["token"] and a["token"] > 1]
+    if not rows:
+        return None
+    a = rows[-1]
+    a2 = dict(a, seq=a["seq"] + 10_000_000, token=a["token"] - 1)
+    fin["audit"].append(a2)
+    return "an extra t_lock write with a token one below an accepted one"
+
+
+def d_acked(ev, fin, h):
+    ops = ops_of(ev)
+    for i, a in enumerate(fin["audit"]):
+        o = ops.get(a["op"])
+        if o and o["end"] and o["end"]["ev"] == "ok" and a["tbl"] == "t_token":
+            del fin["audit"][i]
+            return "the audit row of acknowledged write %s removed" % a["op"]
+    return None
+
+
+def d_refused_committed(ev, fin, h):
+    ops = ops_of(ev)
+    for o in ops.values():
+        if o["inv"]["kind"] == "xact_write" and o["end"] and o["end"]["ev"] == "fail":
+            i = o["inv"]
+            fin["audit"].append({"srv": i["srv"], "seq": 10 ** 12, "tbl": i["tbl"], "id": str(i["id"]), "token": 10 ** 9,
+                                 "old": 0, "new": i["delta"], "read": None, "op": i["op"], "pid": 1, "at": 0})
+            return "failed write %s (%s) appears committed" % (i["op"], o["end"].get("state"))
+    return None
+
+
+def d_final(ev, fin, h):
+    for t, rows in fin["tables"].items():
+        if t.endswith("t_token") and rows:
+            rows[0]["value"] += 1
+            return "final value of %s id %s off by one" % (t, rows[0]["id"])
+    return None
+
+
+def d_lost(ev, fin, h):
+    ops = ops_of(ev)
+    for a in fin["audit"]:
+        o = ops.get(a["op"])
+        if a["tbl"] == "t_lock" and a["read"] is not None and o and o["end"] and \
+                free(h, o["inv"]["t"] - 5_000_000, o["end"]["t"]):
+            a["read"] = a["old"] - 1
+            return "t_lock write %s read one less than it overwrote" % a["op"]
+    return None
+
+
+def d_unique(ev, fin, h):
+    ops = ops_of(ev)
+    for o in ops.values():
+        i = o["inv"]
+        if i["kind"] == "rmw_write" and i["tbl"] == "t_lock" and o["end"] and o["end"]["ev"] == "ok" and o["end"]["res"] == 1:
+            t, rt = o["end"]["t"] + 10, o["end"]["rt"] + 10
+            ev.append({"ev": "inv", "op": "doctor:1", "kind": "acquire", "th": "doctor", "srv": "pg1",
+                       "name": i["name"], "ttl": 1000, "wait": 0, "scope": "session", "t": t, "rt": rt})
+            ev.append({"ev": "ok", "op": "doctor:1", "th": "doctor", "t": t + 5, "rt": rt + 5,
+                       "res": {"fence": i["fence"], "token": "doctored", "exp": rt + 10 ** 6}})
+            return "fence %d of %s issued again after the table accepted it" % (i["fence"], i["name"])
+    return None
+
+
+def d_epoch(ev, fin, h):
+    for s in ev:
+        if s.get("ev") == "leader" and s.get("leader") and s.get("epoch") is not None and \
+                free(h, s["t0"] - 1, s["t1"] + 10):
+            s2 = dict(s, node="doctored#x", srv="pg2" if s["srv"] == "pg1" else "pg1",
+                      t0=s["t0"] + 1, t1=s["t1"] + 1)
+            ev.append(s2)
+            return "epoch %d seen held by a second node" % s["epoch"]
+    return None
+
+
+def d_epoch_floor(ev, fin, h):
+    for s in reversed(ev):
+        if s.get("ev") == "leader" and s.get("leader") and (s.get("epoch") or 0) > 1:
+            ev.append(dict(s, epoch=s["epoch"] - 1, t0=s["t1"] + 10, t1=s["t1"] + 20,
+                           rt0=s["rt1"] + 10, rt1=s["rt1"] + 20))
+            return "%s leads with epoch %d right after epoch %d" % (s["srv"], s["epoch"] - 1, s["epoch"])
+    return None
+
+
+def d_leader(ev, fin, h):
+    for s in ev:
+        if s.get("ev") == "leader" and s.get("leader") and s.get("valid_until") and \
+                s["valid_until"] - s["rt1"] > 2000 and free(h, s["t0"] - 1, s["t1"] + 10 ** 6):
+            other = "pg2" if s["srv"] == "pg1" else "pg1"
+            ev.append(dict(s, srv=other, node="doctored#y", epoch=(s["epoch"] or 0) + 1,
+                           t0=s["t1"] + 500, t1=s["t1"] + 1000, rt0=s["rt1"] + 500, rt1=s["rt1"] + 1000))
+            return "%s believed it led inside %s's belief" % (other, s["srv"])
+    return None
+
+
+def d_rl(algo):
+    def f(ev, fin, h):
+        base = [e for e in ev if e.get("ev") == "inv" and e.get("kind") == "ratelimit"]
+        if not base:
+            return None
+        b = base[0]
+        # 12 admissions of cost 1, 1 ms apart, all completed within 1 ms:
+        # more than a limit of 10 in any reading of any algorithm.
+        for k in range(12):
+            t, rt = b["t"] + k * 1000, (b["rt"] // 1000 // 1000 + 1) * 1000 * 1000 + 20_000 + k * 1000
+            op = "doctor:rl%s%d" % (algo, k)
+            ev.append(dict(b, op=op, th="doctor", key="doctored-" + algo, algo=algo, cost=1, limit=10,
+                           window=1000, t=t, rt=rt))
+            ev.append({"ev": "ok", "op": op, "th": "doctor", "t": t + 100, "rt": rt + 100, "res": True})
+        # keep it out of any loss window by moving it before the first fault
+        return "12 admissions of 1 unit in 12 ms under a limit of 10/s (%s)" % algo
+    return f
+
+
+def d_sem(ev, fin, h):
+    t0 = min(e["t"] for e in ev if "t" in e)
+    rt0 = min(e["rt"] for e in ev if "rt" in e)
+    for k in range(4):
+        op = "doctor:sem%d" % k
+        ev.append({"ev": "inv", "op": op, "kind": "sem_acquire", "th": "doctor%d" % k, "srv": "pg1", "name": "SEM-1",
+                   "permits": 3, "ttl": 5000, "scope": "session", "t": t0 + k, "rt": rt0 + k})
+        ev.append({"ev": "ok", "op": op, "th": "doctor%d" % k, "t": t0 + 10 + k, "rt": rt0 + 10 + k,
+                   "res": {"fence": 10 ** 9 + k, "token": "doc%d" % k, "exp": rt0 + 5 * 10 ** 6}})
+        rel = "doctor:semrel%d" % k
+        ev.append({"ev": "inv", "op": rel, "kind": "release", "th": "doctor%d" % k, "srv": "pg1", "name": "SEM-1",
+                   "fence": 10 ** 9 + k, "t": t0 + 1000 + k, "rt": rt0 + 1000 + k})
+        ev.append({"ev": "ok", "op": rel, "th": "doctor%d" % k, "t": t0 + 1010 + k, "rt": rt0 + 1010 + k, "res": True})
+    return "4 holders of 3 permits at the start of the run"
+
+
+def d_stranded(ev, fin, h):
+    fin["redis"].append({"key": "rp:{X-doctor-1}:lock", "type": "string", "pttl": 50000, "value": "no-such-token"})
+    return "a lease key left with 50 s to live"
+
+
+def d_rss(ev, fin, h):
+    for k in range(10):
+        ev.append({"ev": "rss", "t": k * 10_000_000, "pid": 999999, "srv": "pg1", "w": "doctor", "kb": 10000 + k * 2000})
+    return "a backend whose RssAnon grows 2 MB every 10 s"
+
+
+def d_incomplete(ev, fin, h):
+    for i, e in enumerate(ev):
+        if e.get("ev") == "ok":
+            del ev[i]
+            return "the completion of %s removed" % e["op"]
+    return None
+
+
+def d_strict(ev, fin, h):
+    for e in ev:
+        if e.get("ev") == "fail" and e["op"] in {x["op"] for x in ev if x.get("kind") == "nocol_write"}:
+            e["ev"] = "ok"
+            e["res"] = {"lease": {"fence": 1, "token": "x", "exp": 0}, "rows": 1}
+            e.pop("state", None)
+            return "a strict-guarded UPDATE without the token reported as accepted"
+    return None
+
+
+def d_clock(ev, fin, h):
+    for e in ev:
+        if e.get("ev") == "rtime":
+            e["redis_us"] += 1_000_000
+            return "a Redis TIME one second outside its bracket"
+    return None
+
+
+DOCTORS = [
+    ("fence_monotonic", d_fence), ("acked_writes_kept", d_acked), ("acked_writes_kept", d_refused_committed),
+    ("final_value", d_final), ("no_lost_update", d_lost), ("fence_unique", d_unique), ("epoch_unique", d_epoch), ("epoch_floor", d_epoch_floor),
+    ("one_leader", d_leader), ("ratelimit_sliding_log", d_rl("sliding_log")),
+    ("ratelimit_sliding_window", d_rl("sliding_window")), ("ratelimit_gcra", d_rl("gcra")),
+    ("semaphore_permits", d_sem), ("no_stranded_lease", d_stranded), ("memory_flat", d_rss),
+    ("history_complete", d_incomplete), ("strict_refuses_missing_token", d_strict),
+    ("redis_clock_is_ours", d_clock),
+]
+
+
+def main(d):
+    events, final = load(d)
+    h = check.History(events)
+    base = run(events, final)
+    failed = 0
+    for inv, doctor in DOCTORS:
+        ev, fin = copy.deepcopy(events), copy.deepcopy(final)
+        what = doctor(ev, fin, h)
+        if what is None:
+            print("selftest: NOT RUN %-30s this history has nothing to doctor" % inv)
+            failed += 1
+            continue
+        got = run(ev, fin)
+        seen = got.get(inv, 0) > base.get(inv, 0)
+        failed += not seen
+        print("selftest: %-4s %-30s %s -> %d violation(s) (undoctored: %d)" % (
+            "ok" if seen else "MISS", inv, what, got.get(inv, 0), base.get(inv, 0)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
