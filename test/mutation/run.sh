@@ -12,9 +12,15 @@
 #   STALE     the snippet is not in the target exactly once (the source moved
 #             on): refresh the mutant
 #   BROKEN    the mutated tree does not build: fix the mutant
-# Anything but CAUGHT makes the run fail.  Before the mutants, the same suites
-# run once on the unmutated copy: a red baseline would make every mutant look
-# caught, so it stops the run.
+#   NOTEST    a suite it names runs no test file (its "only" matches none:
+#             the test moved or was renamed): fix the suites line
+#   UNCLEAR   the suites failed, but no check failed and nothing timed out
+#             (a script died, a server did not start): read the log kept in
+#             test/mutation/logs/ -- a crash is not a catch
+#   BASELINE  a suite it names fails on the unmutated copy (three tries):
+#             it would make the mutant look caught, so the mutant is not run
+# Anything but CAUGHT makes the run fail.  Each (suite, only) runs once on
+# the unmutated copy, before the first mutant that needs it.
 #
 # Before editing, know this: the scratch copy installs into its own private
 # PostgreSQL (scripts/private-pg.sh, kept under /tmp between runs, or
@@ -28,6 +34,9 @@
 #                                             other suites than the mutants name
 #                                             (to show one check sees one bug)
 set -uo pipefail
+# The whole script is one compound command: bash reads it entirely before
+# running it, so editing this file during a long run cannot derail that run.
+{
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 mutants_dir=$here/mutants
@@ -44,6 +53,34 @@ done
 
 # field FILE NAME: the value of a "name: value" header line.
 field() { sed -n "s/^$2:[[:space:]]*//p" "$1" | head -1; }
+
+# untested MUTANT: print each suite the mutant names that would run no test
+# file (scripts/test.sh runs nothing and passes: the mutant would "survive"
+# and, worse, the baseline would pass vacuously).  Same matching as
+# scripts/test.sh: RP_ONLY is a glob inside the file's path.
+untested() {
+	local s o f n
+	o=${RP_MUTATION_ONLY-$(field "$1" only)}
+	for s in ${RP_MUTATION_SUITES:-$(field "$1" suites)}; do
+		case $s in
+			regress) set -- "$root"/sql/*.sql ;;
+			isolation) set -- "$root"/test/isolation/specs/*.spec ;;
+			pgtap) set -- "$root"/test/pgtap/*.sql ;;
+			scenarios) set -- "$root"/test/scenarios/*.sh ;;
+			tap) set -- "$root"/t/*.pl ;;
+			*) echo "$s (no such suite)"; continue ;;
+		esac
+		n=0
+		for f in "$@"; do
+			[ -e "$f" ] || continue
+			case $s in regress|isolation) ;; *)
+				[ -n "$o" ] && [[ "${f#"$root"/}" != *${o}* ]] && continue ;;
+			esac
+			n=$((n + 1))
+		done
+		[ $n -gt 0 ] || echo "$s${o:+ only=$o}"
+	done
+}
 
 # apply MUTANT TREE [dry]: replace the snippet in TREE/target; exit 3 when the
 # snippet occurs zero or several times.  Snippets are exact text (tabs and
@@ -84,10 +121,12 @@ done
 if [ $check_only -eq 1 ]; then
 	bad=0
 	for f in "${files[@]}"; do
-		if apply "$f" "$root" dry; then echo "ok      $(basename "$f")"
-		else echo "STALE   $(basename "$f")"; bad=$((bad + 1)); fi
+		none=$(untested "$f" | paste -sd, -)
+		if ! apply "$f" "$root" dry; then echo "STALE   $(basename "$f")"; bad=$((bad + 1))
+		elif [ -n "$none" ]; then echo "NOTEST  $(basename "$f"): no test file for $none"; bad=$((bad + 1))
+		else echo "ok      $(basename "$f")"; fi
 	done
-	echo "${#files[@]} mutants, $bad stale"
+	echo "${#files[@]} mutants, $bad stale or untested"
 	[ $bad -eq 0 ]; exit
 fi
 
@@ -144,34 +183,38 @@ run_suites() {
 	return $rc
 }
 
-# Baseline: every suite any selected mutant names, unmutated.
-declare -A need
-for f in "${files[@]}"; do
-	for s in ${RP_MUTATION_SUITES:-$(field "$f" suites)}; do
-		o=${RP_MUTATION_ONLY-$(field "$f" only)}
-		case $s in regress|isolation) o= ;; esac    # RP_ONLY does not apply to them
-		need["$s|$o"]=1
-	done
-done
-start=$(date +%s)
-echo "baseline: the selected suites on the unmutated tree"
-for k in "${!need[@]}"; do
-	s=${k%%|*} o=${k#*|}
-	# Timing checks on a loaded machine may fail once; three failures in a
-	# row are a red suite, and every mutant would look caught.
-	for try in 1 2 3; do
-		run_suites "$s" "$o" "$scratch/baseline.log" && break
-		echo "baseline: suites '$s' only '$o' failed (attempt $try):"
-		grep -E '^ *not ok' "$scratch/baseline.log" | head -5
-		if [ "$try" -eq 3 ]; then
+# baseline SUITE ONLY: the suites on the unmutated tree, once per (suite,
+# only), just before the first mutant that needs them, so a long run reports
+# its first mutants early.  A red baseline would make every mutant look
+# caught: timing checks on a loaded machine may fail once, three failures in
+# a row are a red suite, and the mutants that need it are not run (BASELINE).
+declare -A base
+baseline() {
+	local s=$1 o=$2 try
+	case $s in regress|isolation) o= ;; esac    # RP_ONLY does not apply to them
+	if [ -z "${base["$s|$o"]:-}" ]; then
+		base["$s|$o"]=red
+		for try in 1 2 3; do
+			if run_suites "$s" "$o" "$scratch/baseline.log"; then
+				base["$s|$o"]=green; break
+			fi
+			echo "baseline: suites '$s' only '$o' failed (attempt $try):"
+			grep -E '^ *not ok' "$scratch/baseline.log" | head -5
+		done
+		if [ "${base["$s|$o"]}" = red ]; then
 			echo "BASELINE FAILED: suites '$s' only '$o' fail without any mutant"
-			tail -40 "$scratch/baseline.log"
-			exit 1
+			tail -20 "$scratch/baseline.log"
 		fi
-	done
-done
+	fi
+	[ "${base["$s|$o"]}" = green ]
+}
+baselines() {  # SUITES ONLY: every one green
+	local s
+	for s in $1; do baseline "$s" "$2" || return 1; done
+}
+start=$(date +%s)
 
-caught=0 survived=0 stale=0 broken=0 report=()
+caught=0 survived=0 stale=0 broken=0 notest=0 unclear=0 red=0 report=()
 for f in "${files[@]}"; do
 	name=$(basename "$f" .mutant)
 	target=$(field "$f" target)
@@ -179,18 +222,32 @@ for f in "${files[@]}"; do
 	only=${RP_MUTATION_ONLY-$(field "$f" only)}
 	t0=$(date +%s)
 	cp -p "$tree/$target" "$scratch/orig"
-	if ! apply "$f" "$tree" 2>"$scratch/apply.err"; then
+	none=$(untested "$f" | paste -sd, -)
+	if [ -n "$none" ]; then
+		status=NOTEST; notest=$((notest + 1))
+		detail="no test file for $none"
+	elif ! apply "$f" "$tree" dry 2>"$scratch/apply.err"; then
 		status=STALE; stale=$((stale + 1))
 		detail=$(cat "$scratch/apply.err")
+	elif ! baselines "$suites" "$only"; then
+		status=BASELINE; red=$((red + 1))
+		detail="a suite it needs fails without the mutant"
 	else
+		apply "$f" "$tree"
 		touch "$tree/$target"
 		run_suites "$suites" "$only" "$scratch/$name.log"
 		rc=$?
 		if grep -q '^Build failed\.' "$scratch/$name.log"; then
 			status=BROKEN; broken=$((broken + 1)); detail="does not build"
-		elif [ $rc -ne 0 ]; then
+		elif [ $rc -eq 124 ]; then
+			status=CAUGHT; caught=$((caught + 1)); detail="timed out"
+		elif [ $rc -ne 0 ] && grep -qE '^ *not ok [0-9]|\.\.\. FAILED' "$scratch/$name.log"; then
 			status=CAUGHT; caught=$((caught + 1))
-			[ $rc -eq 124 ] && detail="timed out" || detail=$(grep -m3 -E '^ *not ok|FAILED|failed$' "$scratch/$name.log" | tr -s ' \t' ' ' | cut -c1-110 | paste -sd';' -)
+			detail=$(grep -m3 -E '^ *not ok [0-9]|\.\.\. FAILED' "$scratch/$name.log" | tr -s ' \t' ' ' | cut -c1-110 | paste -sd';' -)
+		elif [ $rc -ne 0 ]; then
+			status=UNCLEAR; unclear=$((unclear + 1))
+			detail="failed without a failing check: $(grep -m2 -E 'Dubious|Bad plan|No plan|exit status|ERROR|FATAL' "$scratch/$name.log" | tr -s ' \t' ' ' | cut -c1-110 | paste -sd';' -)"
+			mkdir -p "$root/test/mutation/logs" && cp "$scratch/$name.log" "$root/test/mutation/logs/"
 		else
 			status=SURVIVED; survived=$((survived + 1))
 			detail=$(tail -1 "$scratch/$name.log")
@@ -204,5 +261,7 @@ for f in "${files[@]}"; do
 done
 
 echo
-echo "mutation run: ${#files[@]} mutants: $caught caught, $survived survived, $stale stale, $broken broken; wall time $(( $(date +%s) - start )) s"
-[ $survived -eq 0 ] && [ $stale -eq 0 ] && [ $broken -eq 0 ]
+echo "mutation run: ${#files[@]} mutants: $caught caught, $survived survived, $stale stale, $broken broken, $notest untested, $unclear unclear, $red with a red baseline; wall time $(( $(date +%s) - start )) s"
+[ $caught -eq ${#files[@]} ]
+exit
+}

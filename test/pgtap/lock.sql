@@ -1,7 +1,7 @@
 -- The lock's own failures: release discipline, waiting, lock_timeout, and
 -- Redis forgetting its scripts.
 BEGIN;
-SELECT plan(20);
+SELECT plan(22);
 
 CREATE TEMP TABLE lease (who text PRIMARY KEY, l rp_lease);
 
@@ -13,6 +13,9 @@ INSERT INTO lease SELECT 'B', rp_acquire('job-7', 10000);
 SELECT ok((SELECT l FROM lease WHERE who = 'B') IS NOT NULL, 'B acquires after A''s lease expired');
 SELECT is(rp_release((SELECT l FROM lease WHERE who = 'A')), false, 'A''s compare-and-delete returns false');
 SELECT is((rp_lock_info('job-7')).held, true, 'B still holds the lock');
+-- and must not extend it either (mutant 07: extend by existence, not token)
+SELECT is(rp_extend((SELECT l FROM lease WHERE who = 'A'), 60000), NULL, 'A''s compare-and-extend returns NULL');
+SELECT ok((rp_lock_info('job-7')).ttl_ms <= 10000, '... and B''s lease keeps its own TTL (not A''s 60 s)');
 SELECT is(rp_test.redis('SET', rp_test.key('job-7', 'lock'), 'third', 'NX', 'PX', '1000'), '', 'a third worker is kept out');
 SELECT rp_release_all();
 

@@ -3,7 +3,7 @@
 -- backend" is a dblink connection here.  The naive twin is rp_release(name),
 -- which only knows the leases of its own session.
 BEGIN;
-SELECT plan(27);
+SELECT plan(31);
 
 CREATE EXTENSION IF NOT EXISTS dblink;
 SELECT dblink_connect('other', format('dbname=%s host=%s port=%s user=%s',
@@ -58,6 +58,17 @@ CREATE TEMP TABLE mine AS SELECT * FROM rp_acquire('pool-c', 1000);
 SELECT ok((SELECT expires_at FROM rp_extend('pool-c', (SELECT token FROM mine), 60000))
           = (SELECT expires_at FROM rp_leases() WHERE name = 'pool-c'),
           'extend by token moves the deadline rp_leases() shows');
+-- A wrong token is compared with the session's own lease too: the registry
+-- must not stand in for the caller's token (mutant 63).
+SELECT is(rp_extend('pool-c', (SELECT CASE WHEN left(token, 1) = 'f' THEN 'e' ELSE 'f' END
+                                       || substr(token, 2) FROM mine), 60000), NULL,
+          'a wrong token does not extend the lease this session holds');
+SELECT is(rp_release('pool-c', (SELECT CASE WHEN left(token, 1) = 'f' THEN 'e' ELSE 'f' END
+                                        || substr(token, 2) FROM mine)), false,
+          'a wrong token does not release the lease this session holds');
+SELECT is((rp_lock_info('pool-c')).held, true, '... Redis still holds it');
+SELECT is((SELECT count(*) FROM rp_leases() WHERE name = 'pool-c'), 1::bigint,
+          '... and the registry still lists it');
 SELECT is(rp_release('pool-c', (SELECT token FROM mine)), true, 'release by token of our own lease');
 SELECT is((SELECT count(*) FROM rp_leases() WHERE name = 'pool-c'), 0::bigint,
           '... forgets it in the registry');

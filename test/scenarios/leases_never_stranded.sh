@@ -5,7 +5,7 @@
 # ends with the call, the transaction or the backend.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 37
+plan 39
 held() { q "SELECT (rp_lock_info('$1')).held"; }
 pttl() { redis pttl "$(key "$1" lock)"; }
 wait_free() {  # name seconds : 0 when the lock is free within that time
@@ -34,19 +34,29 @@ is "$(held wr2)" "f" "and the lease is released (reconnecting at the abort), not
 session_close s
 
 # ---- 2. pg_terminate_backend during an acquire Redis has not answered ----
-# Redis sleeps 2 s; the acquire queued behind it is terminated.  The exit
-# release cannot reach Redis in time either; the lease must still end
-# within seconds of Redis waking (the background worker owns it then).
-redis debug sleep 2 >/dev/null 2>&1 & sleeper=$!
-sleep 0.3
-psql -X -q -d "$RP_DB" -c "SET application_name = 'term1'" -c "SET redis_primitives.command_timeout = '10s'" \
-     -c "SELECT rp_acquire('term1', 600000)" >/dev/null 2>&1 & caller=$!
-for i in $(seq 40); do [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'term1' AND state = 'active'")" = 1 ] && break; sleep 0.05; done
+# The backend is connected to Redis before Redis sleeps 5 s, so the acquire
+# is sent and waits (a backend still connecting would send nothing, and the
+# check below would pass with no lease at all: mutants 56 and 57 survived
+# that).  It is terminated there.  Its exit release cannot reach Redis in
+# time either; the lease Redis grants on waking must still end within
+# seconds (the background worker owns it then).
+session_open t
+session_q t "SET redis_primitives.command_timeout = '10s'" >/dev/null
+session_q t "SELECT (rp_lock_info('term1')).held" >/dev/null
+pid=$(session_pid t)
+redis debug sleep 5 >/dev/null 2>&1 & sleeper=$!
+# Asleep once a PING goes unanswered for a second (a loaded machine may take
+# a few hundred ms just to start redis-cli, so not less).
+for i in $(seq 50); do timeout 1 redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 || break; sleep 0.05; done
+printf '%s\n' "SELECT rp_acquire('term1', 600000);" >&"$_fd_t"
+for i in $(seq 40); do [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND state = 'active' AND query LIKE '%rp_acquire(%'")" = 1 ] && break; sleep 0.05; done
 sleep 0.2
-q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'term1'" >/dev/null
+is "$(q "SELECT state FROM pg_stat_activity WHERE pid = $pid")" "active" "the acquire waits on the sleeping Redis when its backend is terminated"
+q "SELECT pg_terminate_backend($pid)" >/dev/null
 wait $sleeper; t=$(now_ms)
-wait $caller
+session_close t
 wait_free term1 5; ok $? "a backend terminated inside rp_acquire: its lease is released within seconds of Redis answering ($(( $(now_ms) - t )) ms)"
+is "$(redis get "$(key term1 fence)")" "1" "that lease was real: Redis ran the acquire on waking (fence 1)"
 redis set naive:term1 tok nx px 600000 >/dev/null
 cmp_ok "$(redis pttl naive:term1)" -gt 500000 "naive twin: a SET NX PX whose client died keeps its key for the whole TTL"
 
