@@ -69,9 +69,22 @@ cmp_ok "$nfuncs" -ge 20 "the extension's functions, from pg_depend: $nfuncs"
 # One psql per function, so a crash would name the function that caused it.
 # Only errors reach the output (a call count is read from it): warnings such
 # as rp_release(name)'s "holds no lease" are expected here.
+# A batch is one transaction: when rp_acquire_xact(..., verify_at_commit =>
+# true) took a name whose lease expired and was taken again in that same
+# transaction, COMMIT refuses with RP002 (docs/lock.md), and that is the
+# documented answer, not a lost backend: such a batch counts as run to its end.
 run_batch() {  # db sql -> prints psql's output; status of psql
-	timeout 600 psql -X -At -q -v ON_ERROR_STOP=1 -d "$1" -c "SET client_min_messages = error" \
-		-c "SET lock_timeout = '100ms'" -c "SET statement_timeout = '300s'" -c "$2" 2>&1
+	local out rc
+	out=$(timeout 600 psql -X -At -q -v ON_ERROR_STOP=1 -d "$1" \
+		-c "SET client_min_messages = error" -c "SET lock_timeout = '100ms'" \
+		-c "SET statement_timeout = '300s'" -c "$2" 2>&1)
+	rc=$?
+	if [ $rc -ne 0 ] && [ "$(grep -c '^ERROR:' <<<"$out")" = 1 ] &&
+		grep -q '^ERROR:  lease on ".*" was lost before commit$' <<<"$out"; then
+		echo "# batch refused at COMMIT with RP002 (a verified lease lost and re-taken in it): documented" >&2
+		echo 0; return 0
+	fi
+	echo "$out"; return $rc
 }
 failed_batches=0 started=$(now_ms)
 while IFS= read -r fn; do
