@@ -257,7 +257,7 @@ for name in "${NAMES[@]}"; do
 		DONE_SETUP[r:${REDIS_SETUP[$name]}]=1
 	fi
 	if [ -n "${SETUP[$name]}" ] && [ -z "${DONE_SETUP[s:${SETUP[$name]}]:-}" ]; then
-		if ! err=$(cd "$HERE/workloads" && expand "${SETUP[$name]}" | q -f - 2>&1 >/dev/null); then
+		if ! err=$(cd "$HERE/workloads" && expand "${SETUP[$name]}" | sed -E '/^\\/!s/;?[[:space:]]*$/;/' | q -f - 2>&1 >/dev/null); then
 			SKIP[$name]="setup failed: $(grep -m1 ERROR <<<"$err")"
 			FAILED+=("$name")
 			say "FAIL $name: ${SKIP[$name]}"
