@@ -27,7 +27,8 @@ SELECT ok(rp_resign('tap-job', 'b'), 'b resigns too');
 
 -- A deposed leader.  a leads with a short lease and writes.
 CREATE TEMP TABLE epochs (node text PRIMARY KEY, epoch bigint);
-INSERT INTO epochs SELECT 'a', rp_campaign('tap-sched', 'a', 300);
+-- A lease of 1.5 s: a's check below must fall inside it on a loaded machine.
+INSERT INTO epochs SELECT 'a', rp_campaign('tap-sched', 'a', 1500);
 -- The naive twin checks "am I the leader?" and writes when the answer was
 -- yes.  a checks now, then stalls past its lease; b is elected and writes.
 CREATE TEMP TABLE a_checked AS SELECT rp_is_leader('tap-sched', 'a') AS leads;
@@ -41,7 +42,7 @@ SELECT ok(rp_fenced_write('tap-sched', '"a"', (SELECT epoch FROM epochs WHERE no
           'the leader''s write is accepted');
 
 -- a stalls past its lease; b is elected and writes with its epoch.
-SELECT pg_sleep(0.4);
+SELECT pg_sleep(1.7);
 INSERT INTO epochs SELECT 'b', rp_campaign('tap-sched', 'b', 10000);
 SELECT ok((SELECT epoch FROM epochs WHERE node = 'b') > (SELECT epoch FROM epochs WHERE node = 'a'),
           'b is elected after a''s lease lapsed, with a higher epoch');
