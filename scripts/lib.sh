@@ -72,9 +72,13 @@ rp_start_redis() {  # port [extra args...]
 		--maxmemory-policy noeviction --enable-debug-command local \
 		--daemonize yes --dir "$RP_TMP" --pidfile "$RP_TMP/redis-$port.pid" \
 		--logfile "$RP_TMP/redis-$port.log" "$@"
+	# Ours once it wrote its pid file, which Redis does only after it listens:
+	# a PONG alone may come from another server that took the port first
+	# (lanes and other runs pick free ports at the same instant).
 	local i
 	for i in $(seq 100); do
-		redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+		[ -s "$RP_TMP/redis-$port.pid" ] && redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+		grep -q 'aborting' "$RP_TMP/redis-$port.log" 2>/dev/null && break
 		sleep 0.05
 	done
 	rp_log "Redis on port $port did not start"; cat "$RP_TMP/redis-$port.log" >&2; return 1
@@ -99,7 +103,11 @@ rp_stop_servers() {
 		[ -f "$f" ] || continue
 		local pid; pid=$(cat "$f"); kill -CONT "$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null
 	done
-	pkill -9 -f "redis-server 127.0.0.1:${REDIS_PORT:-0}\$" 2>/dev/null || true
+	# one that lost its pid file, if it is ours (its folder): another run's
+	# may listen on REDIS_PORT when ours never started
+	for f in $(pgrep -f "redis-server 127.0.0.1:${REDIS_PORT:-0}\$"); do
+		[ "$(readlink "/proc/$f/cwd")" = "$RP_TMP" ] && kill -9 "$f" 2>/dev/null
+	done
 	rm -rf "$RP_TMP"
 }
 
