@@ -128,7 +128,7 @@ rp_prepare_servers() {
 
 # Start PostgreSQL and Redis.
 rp_start_servers() {
-	rp_prepare_servers
+	rp_prepare_servers || return 1
 	rp_start_pg pg "$PGPORT" "${RP_EXTRA_CONF:-}"
 }
 
