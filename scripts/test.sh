@@ -254,15 +254,18 @@ if [ -s "$OUT/queue" ]; then
 	done
 fi
 
+declare -A ran  # suite -> checks it counted
 for s in $suites; do
 	case $s in
 		regress|isolation|pgtap) echo "==== $s"; flush ;;
 	esac
+	before=$((passed + failed))
 	case $s in
 		regress)   run_pgxs regress ;;
 		isolation) run_pgxs isolation ;;
 		pgtap)     run_pgtap ;;
 	esac
+	ran[$s]=$((passed + failed - before))
 done
 # in the background, so that a TERM to us is handled while the lanes run
 ( lane 0 ) >"$OUT/lane-0.log" 2>&1 &
@@ -273,9 +276,20 @@ for l in "$OUT"/lane-*.log; do [ -s "$l" ] && { echo "---- $l"; cat "$l"; }; don
 
 for s in $suites; do
 	case $s in
-		scenarios|tap) echo "==== $s"; report_files "$s" ;;
+		scenarios|tap) echo "==== $s"; before=$((passed + failed)); report_files "$s"
+			ran[$s]=$((passed + failed - before)) ;;
 	esac
 done
+
+# A suite that counted no check fails the run (a misspelt name in RP_SUITES,
+# a glob that matched nothing, output the counting no longer recognises).
+# With RP_ONLY a suite may match no file, but the run must check something.
+empty=()
+for s in $suites; do [ "${ran[$s]:-0}" -eq 0 ] && empty+=("$s"); done
+if [ ${#empty[@]} -gt 0 ] && { [ -z "${RP_ONLY:-}" ] || [ $((passed + failed)) -eq 0 ]; }; then
+	echo "# suites that ran no check: ${empty[*]}${RP_ONLY:+ (RP_ONLY=$RP_ONLY)}"
+	failures+=("${empty[@]}")
+fi
 
 echo
 echo "suites: $suites; lanes: $lanes; wall time $(( $(date +%s) - start )) s"
