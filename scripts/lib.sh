@@ -67,7 +67,9 @@ rp_free_port() {
 }
 
 rp_start_redis() {  # port [extra args...]
-	local port=$1; shift
+	local port=$1 log_from; shift
+	log_from=$(( $(stat -c %s "$RP_TMP/redis-$port.log" 2>/dev/null || echo 0) + 1 ))
+	rm -f "$RP_TMP/redis-$port.pid"	# a killed server's: only this start's counts
 	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
 		--maxmemory-policy noeviction --enable-debug-command local \
 		--daemonize yes --dir "$RP_TMP" --pidfile "$RP_TMP/redis-$port.pid" \
@@ -78,7 +80,7 @@ rp_start_redis() {  # port [extra args...]
 	local i
 	for i in $(seq 100); do
 		[ -s "$RP_TMP/redis-$port.pid" ] && redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
-		grep -q 'aborting' "$RP_TMP/redis-$port.log" 2>/dev/null && break
+		tail -c "+$log_from" "$RP_TMP/redis-$port.log" 2>/dev/null | grep -q 'aborting' && break
 		sleep 0.05
 	done
 	rp_log "Redis on port $port did not start"; cat "$RP_TMP/redis-$port.log" >&2; return 1
