@@ -153,9 +153,10 @@ queue_pop() {  # prints the next file, nothing when the queue is empty
 }
 
 # run_file FILE: one scenario or t/*.pl file, its output and exit status
-# kept under $OUT/KIND/.
+# kept under $OUT/KIND/.  A file still running after RP_FILE_TIMEOUT seconds
+# (900) is killed and fails: a hung test must not hang make test.
 run_file() {
-	local f=$1 kind name t0 rc
+	local f=$1 kind name t0 rc limit=${RP_FILE_TIMEOUT:-900}
 	case $f in t/*) kind=tap ;; *) kind=scenarios ;; esac
 	name=$OUT/$kind/$(basename "$f")
 	t0=$(date +%s)
@@ -166,17 +167,19 @@ run_file() {
 		# PG_TEST_TIMEOUT_DEFAULT bounds every poll and wait of the harness
 		# (180 s by default, and counted in attempts, which a loaded machine
 		# stretches): a broken test fails in minutes, not quarter-hours.
-		rp_as_pg env TESTDIR="$TAPDIR" PATH="$PGBIN:$PATH" \
+		rp_as_pg timeout -k 10 "$limit" env TESTDIR="$TAPDIR" PATH="$PGBIN:$PATH" \
 			PG_TEST_TIMEOUT_DEFAULT="${PG_TEST_TIMEOUT_DEFAULT:-60}" \
 			PG_REGRESS="$PGXS_DIR/test/regress/pg_regress" \
 			prove -v -I "$PGXS_DIR/test/perl" -I t/lib "$f" >"$name.out" 2>&1 &
 	else
 		flush
-		prove -v "$f" >"$name.out" 2>&1 &
+		timeout -k 10 "$limit" prove -v "$f" >"$name.out" 2>&1 &
 	fi
 	CHILD=$!
 	wait "$CHILD"; rc=$?
 	CHILD=
+	[ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] &&
+		echo "not ok 0 - $f: killed after $limit s (RP_FILE_TIMEOUT)" >>"$name.out"
 	echo "$rc" >"$name.rc"
 	echo "$(( $(date +%s) - t0 )) s, lane $LANE" >"$name.time"
 }
