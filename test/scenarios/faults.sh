@@ -5,7 +5,7 @@
 # works with no action from the user.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 43
+plan 44
 
 # Redis is inside DEBUG SLEEP (its main thread in nanosleep, not epoll_wait).
 redis_asleep() { grep -q nanosleep "/proc/$(cat "$RP_TMP/redis-$REDIS_PORT.pid")/wchan"; }
@@ -115,6 +115,20 @@ ttl=$(redis pttl "$(key orphan lock)")
 cmp_ok "${ttl:--2}" -gt 30000 "Redis ran it on waking: an orphaned 60 s lease that nobody holds"
 session_q s "SELECT held FROM rp_lock_info('something-else')" >/dev/null
 is "$(redis exists "$(key orphan lock)")" "0" "the session released the orphan once Redis answered again"
+
+# 5c. A call sent while Redis is still hung after a timeout: the timed-out
+# connection must be gone, not kept (on a kept one, the next call reads the
+# timed-out call's late reply first; the hang tests above send their next
+# call after the late reply arrived, when the stale connection is seen and
+# dropped anyway).  The second call waits up to 30 s, over the thaw.
+kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
+out=$(session_q s "SELECT rp_acquire('stale-1', 60000)")
+( session_q s "SET redis_primitives.command_timeout = '30s'; SELECT held, fence FROM rp_lock_info('stale-2'); RESET redis_primitives.command_timeout" >"$RP_TMP/stale.out" ) & caller=$!
+wait_for 30 "waiting_on_redis $spid 'rp_lock_info(%stale-2'"
+kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
+wait $caller
+is "$out|$(cat "$RP_TMP/stale.out")" "ERROR:  08006|f|" \
+	"a call sent while Redis is still hung after a timeout gets its own answer (the timed-out connection was dropped)"
 
 # 6. statement_timeout and cancel end a hung call sooner than command_timeout.
 session_q s "SET redis_primitives.command_timeout = '30s'; SET statement_timeout = '300ms'" >/dev/null
