@@ -21,13 +21,12 @@ use RedisPrimitives::Test::Election;
 my $redis = RedisPrimitives::Test::Redis->new;
 my $leader_key = "rp:{$ELECTION}:leader";
 sub sql { my ($n, $q) = @_; return scalar $n->safe_psql('postgres', $q); }
-sub state_of { return sql($_[0], 'SELECT state || \' \' || is_leader FROM rp_elections()'); }
 
 my $n1 = election_node('n1', $redis);
 ok(wait_leader($n1, 'true', 5000) ne '', 'n1 (started first) is elected by its background elector');
 my $n2 = election_node('n2', $redis);
 is(sql($n2, 'SELECT state FROM rp_elections()'), 'follower', 'n2 starts as a follower');
-is(sql($n1, "SELECT rp_is_leader('$ELECTION')") . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')"), 't|f',
+is(leaders($n1, $n2), 't|f',
 	'exactly one server believes it leads');
 is(sql($n2, "SELECT node_id || ' ' || epoch FROM rp_leader('$ELECTION')"), 'n1 ' . node_epoch($n1),
 	'Redis agrees: n1 leads with the epoch n1 publishes');
@@ -58,7 +57,7 @@ my $t0 = now_ms();
 # longer to stop the server than the lease lasts).
 my $monitor_out = "$PostgreSQL::Test::Utils::tmp_check/monitor.out";
 my $monitor = IPC::Run::start([ $redis->cli_cmd, 'MONITOR' ], '<', \undef, '>', $monitor_out, '2>&1');
-RedisPrimitives::Test::Redis::wait_until(sub { -s $monitor_out });
+wait_until(sub { -s $monitor_out });
 $n1->stop('fast');
 my $t_stopped = now_ms();
 $monitor->kill_kill;
@@ -101,7 +100,7 @@ sql($n2, 'ALTER SYSTEM RESET redis_primitives.elections');
 sql($n2, 'SELECT pg_reload_conf()');
 wait_row($n2);
 $n2->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
-is(state_of($n2), 'follower false', 'n2 runs the election again after the reload, as a follower');
+is(node_state($n2), 'follower false', 'n2 runs the election again after the reload, as a follower');
 
 # ---- failover: the leader's elector stalls -------------------------------
 my $epoch1 = node_epoch($n1);
@@ -125,7 +124,7 @@ my $epoch2 = node_epoch($n2);
 ok($epoch2 =~ /^\d+$/ && $epoch2 > $epoch1, "n2 leads with a higher epoch ($epoch2 > $epoch1)");
 # n1's elector, thawed, finds n2 in charge and steps down.
 $n1->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
-is(state_of($n1) . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')"), 'follower false|t',
+is(node_state($n1) . '|' . leaders($n2), 'follower false|t',
 	'after thawing, n1 follows and n2 leads');
 
 # ---- stepping down ends the belief at once, not at the deadline -----------
