@@ -65,13 +65,13 @@ sub wait_until
 	}
 }
 
-# Run $sql (one or more statements, ON_ERROR_STOP) in database $db
-# (postgres); 'OK', or the SQLSTATE of the error.  In list context also the
+# Run $sql (one or more statements, ON_ERROR_STOP) in database postgres;
+# 'OK', or the SQLSTATE of the error.  In list context also the
 # error text, verbose (for checks on what a message says or hides).
 sub sqlstate
 {
-	my ($node, $sql, $db) = @_;
-	my ($rc, $out, $err) = $node->psql($db // 'postgres', $sql,
+	my ($node, $sql) = @_;
+	my ($rc, $out, $err) = $node->psql('postgres', $sql,
 		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 	my $state = $rc == 0 && $err !~ /ERROR:/ ? 'OK'
 	  : $err =~ /ERROR:\s+([0-9A-Z]{5}):/ ? $1 : "rc $rc";
@@ -103,11 +103,11 @@ sub sq
 
 sub psql_start
 {
-	my ($node, $sql, $db) = @_;
+	my ($node, $sql) = @_;
 	my $p = { out => '', err => '' };
 	local %ENV = $node->_get_env();
 	$p->{h} = IPC::Run::start(
-		[ 'psql', '-X', '-At', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($db // 'postgres'),
+		[ 'psql', '-X', '-At', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
 		  '-c', $sql ],
 		'<', \undef, '>', \$p->{out}, '2>', \$p->{err},
 		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));

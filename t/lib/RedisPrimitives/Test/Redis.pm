@@ -35,9 +35,9 @@ my @running;
 #   tls       a folder of RedisPrimitives::Test::Certs: TLS only (plain
 #             port 0), the server certificate, replication over TLS too
 #   cluster   cluster-enabled, on a port whose bus port (+10000) is free
-#   sentinel  { master => $redis, name => 'rpm', quorum => 1,
-#               password => ..., conf => "more lines" }: a Sentinel
-#             monitoring that master (down-after 1000 ms, failover 3000 ms)
+#   sentinel  { master => $redis, quorum => 1, password => ... }: a
+#             Sentinel monitoring that master as 'rpm' (down-after
+#             1000 ms, failover 3000 ms)
 sub new
 {
 	my ($class, %params) = @_;
@@ -56,7 +56,6 @@ sub new
 }
 
 sub port { return $_[0]->{port}; }
-sub logfile { return $_[0]->{logfile}; }
 
 # Start again on the same port (after kill9), with new extra arguments.
 sub restart
@@ -107,13 +106,13 @@ sub _start
 	my @cmd;
 	if (my $s = $self->{sentinel})
 	{
-		my $m = $s->{name} // 'rpm';
+		my $m = 'rpm';
 		push @conf, "requirepass $s->{password}" if defined $s->{password};
 		push @conf,
 		  "sentinel monitor $m 127.0.0.1 " . $s->{master}->port . ' ' . ($s->{quorum} // 1),
 		  "sentinel down-after-milliseconds $m 1000",
 		  "sentinel failover-timeout $m 3000",
-		  "sentinel parallel-syncs $m 1", $s->{conf} // ();
+		  "sentinel parallel-syncs $m 1";
 		@cmd = ('redis-sentinel', "$dir/redis.conf");
 	}
 	else
