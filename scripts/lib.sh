@@ -172,3 +172,19 @@ rp_stop_pg() {  # name [mode]
 	[ -f "$RP_TMP/$1/postmaster.pid" ] || return 0
 	rp_as_pg pg_ctl -D "$RP_TMP/$1" -m "${2:-fast}" -w stop >/dev/null 2>&1
 }
+
+# tls_make_certs DIR: throwaway certificates for TLS tests, owned by the
+# PostgreSQL user (what it writes: t/lib/RedisPrimitives/Test/Certs.pm, the
+# one copy of the recipe).  tls_redis_args DIR CERT PORT: the redis-server
+# arguments of a TLS-only server on PORT with the certificate DIR/CERT.crt.
+tls_make_certs() {
+	perl -I "$RP_ROOT/t/lib" -MRedisPrimitives::Test::Certs \
+		-e 'RedisPrimitives::Test::Certs::make_certs(@ARGV)' "$1" ||
+		{ rp_log "# could not make the test certificates"; return 1; }
+	[ "$(id -u)" -eq 0 ] && chown -R postgres: "$1"
+	return 0
+}
+tls_redis_args() {
+	echo --port 0 --tls-port "$3" --tls-cert-file "$1/$2.crt" --tls-key-file "$1/$2.key" \
+		--tls-ca-cert-file "$1/ca.crt" --tls-auth-clients no
+}

@@ -91,32 +91,24 @@ count() {
 }
 
 # pg_regress and isolation write results/ and output_iso/ into the tree.
-run_pgxs() {  # target-kind
-	local out rc
-	out=$(mktemp)
-	if [ "$1" = regress ]; then
-		make -s installcheck ISOLATION= TAP_TESTS= >"$out" 2>&1; rc=$?
-	else
-		make -s installcheck REGRESS= TAP_TESTS= >"$out" 2>&1; rc=$?
-	fi
+run_pgxs() {  # regress|isolation
+	local out=$OUT/$1.out skip=REGRESS= rc ok bad f
+	[ "$1" = regress ] && skip=ISOLATION=
+	make -s installcheck "$skip" TAP_TESTS= >"$out" 2>&1; rc=$?
 	cat "$out"
-	local ok bad
 	ok=$(grep -cE '^(ok|test) .*\.\.\. ok|^ok [0-9]+' "$out")
 	bad=$(grep -cE '\.\.\. FAILED|^not ok' "$out")
 	passed=$((passed + ok)); failed=$((failed + bad))
-	if [ "$rc" -ne 0 ]; then
-		[ "$bad" -eq 0 ] && failed=$((failed + 1))
-		failures+=("$1")
-		for f in regression.diffs output_iso/regression.diffs; do
-			[ -f "$f" ] && { echo "---- $f"; head -200 "$f"; }
-		done
-	fi
-	rm -f "$out"
+	[ "$rc" -eq 0 ] && return
+	[ "$bad" -eq 0 ] && failed=$((failed + 1))
+	failures+=("$1")
+	for f in regression.diffs output_iso/regression.diffs; do
+		[ -f "$f" ] && { echo "---- $f"; head -200 "$f"; }
+	done
 }
 
 run_pgtap() {
-	local out f rc=0 f_rc
-	out=$(mktemp)
+	local out=$OUT/pgtap.out f rc=0 f_rc
 	for f in test/pgtap/*.sql; do
 		[ -n "${RP_ONLY:-}" ] && [[ "$f" != *${RP_ONLY}* ]] && continue
 		flush
@@ -125,7 +117,6 @@ run_pgtap() {
 	done >"$out" 2>&1
 	cat "$out"
 	count "$out" pgtap "$rc"
-	rm -f "$out"
 }
 
 # ---- the queue of scenario and t/*.pl files --------------------------------

@@ -32,7 +32,7 @@ sub monitor_start
 {
 	unlink $monitor_out;
 	my $h = IPC::Run::start([ $redis->cli_cmd, 'MONITOR' ], '<', \undef, '>', $monitor_out, '2>&1');
-	RedisPrimitives::Test::Redis::wait_until(sub { -s $monitor_out });
+	wait_until(sub { -s $monitor_out });
 	return $h;
 }
 sub monitor_stop
@@ -40,18 +40,17 @@ sub monitor_stop
 	my ($h) = @_;
 	my $mark = 'rp-monitor-end-' . now_ms();
 	$redis->cli('ECHO', $mark);
-	RedisPrimitives::Test::Redis::wait_until(sub { slurp_file($monitor_out) =~ /\Q$mark\E/ });
+	wait_until(sub { slurp_file($monitor_out) =~ /\Q$mark\E/ });
 	$h->kill_kill;
 	$h->finish;
 	return split /\n/, slurp_file($monitor_out);
 }
-sub state_of { return sql($_[0], 'SELECT state || \' \' || is_leader FROM rp_elections()'); }
 
 my $n1 = election_node('n1', $redis);
 ok(wait_leader($n1, 'true', 5000) ne '', 'n1 (started first) is elected by its background elector');
 my $n2 = election_node('n2', $redis);
 is(sql($n2, 'SELECT state FROM rp_elections()'), 'follower', 'n2 starts as a follower');
-is(sql($n1, "SELECT rp_is_leader('$ELECTION')") . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')"), 't|f',
+is(leaders($n1, $n2), 't|f',
 	'exactly one server believes it leads');
 is(sql($n2, "SELECT node_id || ' ' || epoch FROM rp_leader('$ELECTION')"), 'n1 ' . node_epoch($n1),
 	'Redis agrees: n1 leads with the epoch n1 publishes');
@@ -81,7 +80,7 @@ my $t0 = now_ms();
 # the resign, and n2's winning campaign (its HSET of the key) is timed
 # against n1's last renewal on Redis' clock, not on a loaded test's.
 my $monitor = monitor_start();
-RedisPrimitives::Test::Redis::wait_until(sub { slurp_file($monitor_out) =~ /"SET" "\Q$lock_key\E" "election:n1#/ });
+wait_until(sub { slurp_file($monitor_out) =~ /"SET" "\Q$lock_key\E" "election:n1#/ });
 $n1->stop('fast');
 my $t_stopped = now_ms();
 # Read at once: the term n1 held is gone (or already n2's), not left to
@@ -141,7 +140,7 @@ sql($n2, 'ALTER SYSTEM RESET redis_primitives.elections');
 sql($n2, 'SELECT pg_reload_conf()');
 wait_row($n2);
 $n2->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
-is(state_of($n2), 'follower false', 'n2 runs the election again after the reload, as a follower');
+is(node_state($n2), 'follower false', 'n2 runs the election again after the reload, as a follower');
 
 # ---- failover: the leader's elector stalls -------------------------------
 my $epoch1 = node_epoch($n1);
@@ -165,7 +164,7 @@ my $epoch2 = node_epoch($n2);
 ok($epoch2 =~ /^\d+$/ && $epoch2 > $epoch1, "n2 leads with a higher epoch ($epoch2 > $epoch1)");
 # n1's elector, thawed, finds n2 in charge and steps down.
 $n1->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
-is(state_of($n1) . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')"), 'follower false|t',
+is(node_state($n1) . '|' . leaders($n2), 'follower false|t',
 	'after thawing, n1 follows and n2 leads');
 
 # ---- stepping down ends the belief at once, not at the deadline -----------

@@ -122,7 +122,7 @@ my $n1 = election_node('n1', $redis);
 wait_leader($n1, 'true', 5000);
 my $n2 = election_node('n2', $redis);
 wait_leader($n2, 'false', 5000);
-is(sql($n1, "SELECT rp_is_leader('$ELECTION')") . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')"), 't|f',
+is(leaders($n1, $n2), 't|f',
 	'n1 leads, n2 follows');
 
 # ---- 1. the leader's elector is frozen for 1.5 s -------------------------
@@ -191,7 +191,7 @@ ok($S->{a_believed_after} > 0 && $S->{a_believed_after} <= $LEASE + $S->{max_gap
 	"and was seen false during the freeze, within a lease (+ one sampling gap), without its elector running ($S->{a_believed_after} ms)");
 
 $n1->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
-is(sql($n1, 'SELECT state || \' \' || is_leader FROM rp_elections()') . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')"),
+is(node_state($n1) . '|' . leaders($n2),
 	'follower false|t', 'after thawing, n1 follows and n2 leads');
 
 # ---- 2. Redis is frozen for 1.5 s ----------------------------------------
@@ -216,8 +216,8 @@ ok($S->{a_believed_after} >= 0 && $S->{a_believed_after} < $t_cont - $t0,
 is($S->{both_leader}, '0', 'rp_is_leader: never true on both servers in the same sample pair');
 # exactly one leads again once an elector has renewed against the thawed Redis
 my $leaders = '';
-RedisPrimitives::Test::Redis::wait_until(sub {
-	$leaders = sql($n1, "SELECT rp_is_leader('$ELECTION')") . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')");
+wait_until(sub {
+	$leaders = leaders($n1, $n2);
 	return $leaders ne 'f|f';
 });
 ok($leaders eq 't|f' || $leaders eq 'f|t', "after Redis thaws, exactly one server leads again ($leaders)");

@@ -15,15 +15,7 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 
 plan 16
 
-RPORT=$(rp_free_port)
-rp_start_redis "$RPORT" || { echo "Bail out! no Redis"; exit 1; }
-trap 'rp_stop_redis "$RPORT"' EXIT
-export PGOPTIONS="-c redis_primitives.port=$RPORT"
-rc() { redis-cli -p "$RPORT" "$@"; }
-round_trips() {
-	rc INFO commandstats | tr -d '\r' |
-		awk -F'[=:,]' '/^cmdstat_evalsha:|^cmdstat_eval:/ { n += $3 } END { print n + 0 }'
-}
+own_redis
 
 # --- One round trip for ten names, one to release them ---------------------
 q "SELECT rp_acquire_all(ARRAY['warm'], 1000)" "SELECT rp_release_all()" >/dev/null  # scripts cached

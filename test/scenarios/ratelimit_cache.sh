@@ -30,16 +30,7 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 
 plan 22
 
-RPORT=$(rp_free_port)
-rp_start_redis "$RPORT" || { echo "Bail out! no Redis"; exit 1; }
-trap 'rp_stop_redis "$RPORT"' EXIT
-export PGOPTIONS="-c redis_primitives.port=$RPORT"
-rc() { redis-cli -p "$RPORT" "$@"; }
-# Every script call Redis counted: EVALSHA and EVAL (after NOSCRIPT).
-round_trips() {
-	rc INFO commandstats | tr -d '\r' |
-		awk -F'[=:,]' '/^cmdstat_evalsha:|^cmdstat_eval:/ { n += $3 } END { print n + 0 }'
-}
+own_redis
 hits() { q "SELECT hits FROM rp_ratelimit_cache_info()"; }
 
 is "$(q "SELECT enabled AND capacity > 0 FROM rp_ratelimit_cache_info()")" "t" \
