@@ -11,20 +11,19 @@ _tap_failed=0
 
 plan() { echo "1..$1"; }
 diag() { echo "# $*"; }
-ok() {  # condition-exit-status description
+# _tap STATUS DESCRIPTION [DIAGNOSTIC...]: one check, passed when STATUS is
+# 0; a failed check prints each diagnostic line after it.
+_tap() {
 	_tap_n=$((_tap_n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $_tap_n - $2"; else echo "not ok $_tap_n - $2"; _tap_failed=$((_tap_failed + 1)); fi
+	if [ "$1" -eq 0 ]; then echo "ok $_tap_n - $2"; return; fi
+	echo "not ok $_tap_n - $2"; _tap_failed=$((_tap_failed + 1))
+	local d
+	for d in "${@:3}"; do echo "#   $d"; done
 }
-is() {  # got expected description
-	_tap_n=$((_tap_n + 1))
-	if [ "$1" = "$2" ]; then echo "ok $_tap_n - $3"
-	else echo "not ok $_tap_n - $3"; echo "#   got:      '$1'"; echo "#   expected: '$2'"; _tap_failed=$((_tap_failed + 1)); fi
-}
-cmp_ok() {  # a op b description   (integers; an empty or non-numeric side fails)
-	_tap_n=$((_tap_n + 1))
-	if [ "$1" "$2" "$3" ] 2>/dev/null; then echo "ok $_tap_n - $4"
-	else echo "not ok $_tap_n - $4"; echo "#   '$1' $2 '$3' is false"; _tap_failed=$((_tap_failed + 1)); fi
-}
+ok() { _tap "$1" "$2"; }  # condition-exit-status description
+is() { [ "$1" = "$2" ]; _tap $? "$3" "got:      '$1'" "expected: '$2'"; }  # got expected description
+# cmp_ok a op b description   (integers; an empty or non-numeric side fails)
+cmp_ok() { [ "$1" "$2" "$3" ] 2>/dev/null; _tap $? "$4" "'$1' $2 '$3' is false"; }
 # q SQL...: run statements in one session, print unaligned tuples only.
 q() {
 	local args=() s
@@ -92,9 +91,7 @@ barrier_release() {  # key
 	q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'barrier-$1'" >/dev/null
 }
 
-finish() {
-	[ "$_tap_failed" -eq 0 ]
-}
+finish() { [ "$_tap_failed" -eq 0 ]; }
 
 # A long-lived psql session fed through a FIFO, for "the same session's next
 # call" across a Redis restart.  session_q prints the output of one batch,
