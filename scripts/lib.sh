@@ -41,12 +41,10 @@ rp_setup() {
 	export PATH="$PGBIN:$PATH"
 	# A failed build must stop here, not test the library installed before.
 	make -C "$RP_ROOT" -s RP_WERROR=-Werror >/dev/null || { rp_log "Build failed."; exit 1; }
-	if [ -w "$("$PG_CONFIG" --pkglibdir)" ]; then
-		make -C "$RP_ROOT" -s install >/dev/null || { rp_log "make install failed."; exit 1; }
-	else
+	[ -w "$("$PG_CONFIG" --pkglibdir)" ] || {
 		rp_log "Cannot write to $("$PG_CONFIG" --pkglibdir): run as root or 'sudo make install' first."
-		exit 1
-	fi
+		exit 1; }
+	make -C "$RP_ROOT" -s install >/dev/null || { rp_log "make install failed."; exit 1; }
 }
 
 # Run a command as the owner of the PostgreSQL processes.

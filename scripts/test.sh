@@ -63,7 +63,6 @@ setup_db() {
 	psql -X -q -d rp_test -c "CREATE EXTENSION pgtap; CREATE EXTENSION redis_primitives;" >/dev/null
 	psql -X -q -d rp_test -v ON_ERROR_STOP=1 -f test/setup.sql >/dev/null
 	psql -X -q -c "ALTER DATABASE rp_test SET rp_test.redis_port = '$REDIS_PORT'" >/dev/null
-	export RP_REDIS_CLI="redis-cli -p $REDIS_PORT"
 }
 
 # count FILE KIND RC: add FILE's checks to the totals.
@@ -250,14 +249,10 @@ fi
 
 declare -A ran  # suite -> checks it counted
 for s in $suites; do
-	case $s in
-		regress|isolation|pgtap) echo "==== $s"; flush ;;
-	esac
 	before=$((passed + failed))
 	case $s in
-		regress)   run_pgxs regress ;;
-		isolation) run_pgxs isolation ;;
-		pgtap)     run_pgtap ;;
+		regress|isolation) echo "==== $s"; flush; run_pgxs "$s" ;;
+		pgtap)             echo "==== $s"; flush; run_pgtap ;;
 	esac
 	ran[$s]=$((passed + failed - before))
 done

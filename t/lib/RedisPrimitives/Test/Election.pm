@@ -17,7 +17,7 @@ use strict;
 use warnings;
 
 use Exporter 'import';
-use IPC::Run;
+use PostgreSQL::Test::Utils;
 use RedisPrimitives::Test::Node;
 
 our @EXPORT = qw(election_node wait_leader wait_row node_epoch node_state leaders elector_pid waiter_running
@@ -94,10 +94,7 @@ sub leaders { return join('|', map { scalar $_->safe_psql('postgres', "SELECT rp
 sub elector_pid
 {
 	my ($node) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ 'pgrep', '-P', $node->{_pid}, '-f', 'redis_primitives elector' ],
-		'>', \$out, '2>', \$err);
-	chomp $out;
+	my ($out) = run_command([ 'pgrep', '-P', $node->{_pid}, '-f', 'redis_primitives elector' ]);
 	return $out;
 }
 

@@ -82,16 +82,6 @@ sub _cluster_port
 	die "no free port for a cluster node\n";
 }
 
-sub _tls_args
-{
-	my ($self) = @_;
-	my $c = $self->{tls};
-	return ('port 0', "tls-port $self->{port}", "tls-cert-file $c/server.crt",
-		"tls-key-file $c/server.key", "tls-ca-cert-file $c/ca.crt",
-		'tls-auth-clients no', 'tls-replication yes',
-		$self->{cluster} ? ('tls-cluster yes') : ());
-}
-
 sub _start
 {
 	my ($self) = @_;
@@ -102,7 +92,13 @@ sub _start
 	my @conf = (
 		"bind 127.0.0.1", "port $port", "daemonize yes", "dir $dir",
 		"pidfile $self->{pidfile}", "logfile $self->{logfile}");
-	push @conf, $self->_tls_args if $self->{tls};
+	if (my $c = $self->{tls})
+	{
+		push @conf, 'port 0', "tls-port $port", "tls-cert-file $c/server.crt",
+		  "tls-key-file $c/server.key", "tls-ca-cert-file $c/ca.crt",
+		  'tls-auth-clients no', 'tls-replication yes';
+		push @conf, 'tls-cluster yes' if $self->{cluster};
+	}
 	my @cmd;
 	if (my $s = $self->{sentinel})
 	{
@@ -202,10 +198,8 @@ sub calls
 sub pid
 {
 	my ($self) = @_;
-	open my $fh, '<', $self->{pidfile} or return undef;
-	my $pid = <$fh>;
-	close $fh;
-	return ($pid && $pid =~ /^(\d+)/) ? $1 : undef;
+	return undef unless $self->{pidfile} && -f $self->{pidfile};
+	return slurp_file($self->{pidfile}) =~ /^(\d+)/ ? $1 : undef;
 }
 
 # SIGSTOP / SIGCONT: the server stalls, with its connections open.
