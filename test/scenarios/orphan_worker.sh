@@ -14,11 +14,15 @@
 # is held for its TTL.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 10
+plan 12
 
 ttl=120000
-long=$(printf 'L%.0s' $(seq 600))           # its key is 611 bytes
+long=$(printf 'L%.0s' $(seq 600))           # its key is 610 bytes
 pttl() { redis pttl "$(key "$1" lock)"; }
+# A 300 kB name: more than the worker's queue holds (256 kB of keys), and
+# too long for a command line, so it is spelled in SQL and in Lua.
+huge_sql="repeat('H', 300000)"
+huge_pttl() { redis eval "return redis.call('pttl', 'rp:{' .. string.rep('H', 300000) .. '}:lock')" 0; }
 trap 'redis client unpause >/dev/null 2>&1' EXIT
 
 port=$(rp_free_port)
@@ -26,19 +30,20 @@ rp_start_pg noworker "$port" "shared_preload_libraries = ''"
 NW="psql -X -At -q -h $RP_TMP -p $port -d postgres"
 $NW -c "CREATE EXTENSION redis_primitives" >/dev/null
 
-# hold SERVER-PSQL APP NAME: a backend that takes NAME's lease, then sleeps.
+# hold SERVER-PSQL APP NAME-SQL: a backend that takes the lease, then sleeps.
 hold() {
-	$1 -c "SET application_name = '$2'" -c "SELECT (rp_acquire('$3', $ttl)).fence" \
+	$1 -c "SET application_name = '$2'" -c "SELECT (rp_acquire($3, $ttl)).fence" \
 	   -c "SELECT pg_sleep(600)" >"$RP_TMP/$2.out" 2>&1 &
 }
-hold "psql -X -At -q -d $RP_DB" orph-short orph1
-hold "psql -X -At -q -d $RP_DB" orph-long "$long"
-hold "$NW" orph-twin orph-twin
-wait_for 60 '[ "$(pttl orph1)" -gt 0 ] && [ "$(pttl "$long")" -gt 0 ] && [ "$(pttl orph-twin)" -gt 0 ]'
-ok $? "three backends hold 120 s leases (a short name, a 600-byte name, and one on the server without the worker)"
+hold "psql -X -At -q -d $RP_DB" orph-short "'orph1'"
+hold "psql -X -At -q -d $RP_DB" orph-long "'$long'"
+hold "psql -X -At -q -d $RP_DB" orph-huge "$huge_sql"
+hold "$NW" orph-twin "'orph-twin'"
+wait_for 60 '[ "$(pttl orph1)" -gt 0 ] && [ "$(pttl "$long")" -gt 0 ] && [ "$(huge_pttl)" -gt 0 ] && [ "$(pttl orph-twin)" -gt 0 ]'
+ok $? "four backends hold 120 s leases (a short name, a 600-byte name, a 300 kB name, and one on the server without the worker)"
 
 redis client pause 60000 write >/dev/null
-q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name IN ('orph-short', 'orph-long')" >/dev/null
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name IN ('orph-short', 'orph-long', 'orph-huge')" >/dev/null
 $NW -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'orph-twin'" >/dev/null
 # A backend leaves pg_stat_activity after its exit callback has run.
 gone() {
@@ -64,7 +69,13 @@ is "$($NW -c "SELECT rp_acquire('orph-twin', 10000, 0) IS NULL")" "t" "and no ot
 wait_for 30 '[ "$(pttl "$long")" = -2 ]'
 ok $? "the worker releases a lease of a 600-byte name too ($(( $(now_ms) - t0 )) ms)"
 is "$(q "SELECT (rp_acquire('$long', 10000, 0)).fence IS NOT NULL")" "t" "and another session acquires that name at once"
+# Past the queue's bound the lease is left to its TTL, and the log says so.
+grep -A1 'could not hand a Redis lease to the background worker: its queue is full' "$RP_TMP/pg.log" >"$RP_TMP/orph-warn"
+grep -q "this lease's key is 300010 bytes" "$RP_TMP/orph-warn"
+ok $? "a key larger than the worker's queue is not dropped silently: a WARNING in the log names its size"
+cmp_ok "$(huge_pttl)" -gt $(( ttl / 2 )) "and that lease is left to its TTL, as documented"
 redis del "$(key orph-twin lock)" >/dev/null
+redis eval "return redis.call('del', 'rp:{' .. string.rep('H', 300000) .. '}:lock')" 0 >/dev/null
 
 rp_stop_pg noworker
 finish
