@@ -53,18 +53,19 @@ gone() {
 wait_for 60 gone
 ok $? "the backends are terminated while Redis runs no writes, and have exited"
 wait
-cmp_ok "$(pttl orph1)" -gt 100000 "their own exit release did not reach Redis: the lease is still held"
-cmp_ok "$(pttl "$long")" -gt 100000 "nor the 600-byte name's"
+left=$(pttl orph1)
+cmp_ok "$left" -gt 0 "their own exit release did not reach Redis: the lease is still held ($left ms left)"
+left=$(pttl "$long")
+cmp_ok "$left" -gt 0 "nor the 600-byte name's ($left ms left)"
 
 t0=$(now_ms)
 redis client unpause >/dev/null
 wait_for 30 '[ "$(pttl orph1)" = -2 ]'
 ok $? "Redis runs writes again: the worker releases the lease within 30 s ($(( $(now_ms) - t0 )) ms)"
 is "$(q "SELECT (rp_acquire('orph1', 10000, 0)).fence IS NOT NULL")" "t" "and another session acquires the name at once"
-# The twin's backend exited in the same pause; half its TTL is still far
-# beyond anything the worker or a slow machine takes.
+# The twin's backend exited in the same pause, and nothing releases it.
 left=$(pttl orph-twin)
-cmp_ok "$left" -gt $(( ttl / 2 )) "naive twin: without the worker (no shared_preload_libraries), the lease outlives the pause: $left ms of its TTL left"
+cmp_ok "$left" -gt 0 "naive twin: without the worker (no shared_preload_libraries), the lease outlives the pause: $left ms of its TTL left"
 is "$($NW -c "SELECT rp_acquire('orph-twin', 10000, 0) IS NULL")" "t" "and no other session can acquire that name"
 wait_for 30 '[ "$(pttl "$long")" = -2 ]'
 ok $? "the worker releases a lease of a 600-byte name too ($(( $(now_ms) - t0 )) ms)"
@@ -73,7 +74,7 @@ is "$(q "SELECT (rp_acquire('$long', 10000, 0)).fence IS NOT NULL")" "t" "and an
 grep -A1 'could not hand a Redis lease to the background worker: its queue is full' "$RP_TMP/pg.log" >"$RP_TMP/orph-warn"
 grep -q "this lease's key is 300010 bytes" "$RP_TMP/orph-warn"
 ok $? "a key larger than the worker's queue is not dropped silently: a WARNING in the log names its size"
-cmp_ok "$(huge_pttl)" -gt $(( ttl / 2 )) "and that lease is left to its TTL, as documented"
+cmp_ok "$(huge_pttl)" -gt 0 "and that lease is left to its TTL, as documented"
 redis del "$(key orph-twin lock)" >/dev/null
 redis eval "return redis.call('del', 'rp:{' .. string.rep('H', 300000) .. '}:lock')" 0 >/dev/null
 
