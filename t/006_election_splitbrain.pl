@@ -127,7 +127,9 @@ is(sql($n1, "SELECT rp_is_leader('$ELECTION')") . '|' . sql($n2, "SELECT rp_is_l
 
 # ---- 1. the leader's elector is frozen for 1.5 s -------------------------
 my $epoch_a = node_epoch($n1);
-sql($obs, "UPDATE schedule SET owner = 'n1', epoch = $epoch_a; UPDATE naive_schedule SET owner = 'n1', epoch = $epoch_a");
+# The naive table starts with nobody: what it holds at the end was written
+# during the stall.
+sql($obs, "UPDATE schedule SET owner = 'n1', epoch = $epoch_a; UPDATE naive_schedule SET owner = 'nobody', epoch = 0");
 my $pid = elector_pid($n1);
 # During the stall every statement goes through a session opened before it:
 # starting a psql per statement takes seconds on a loaded machine.
@@ -145,11 +147,13 @@ my $r_b = sq($s{obs}, "SELECT try('UPDATE schedule SET owner = ''n2'', epoch = $
 my $r_a = sq($s{obs}, "SELECT try('UPDATE schedule SET owner = ''n1'', epoch = $epoch_a')");
 # The naive twin: each node writes when its own leadership flag (state, the
 # plain isLeader) says it leads, as an application trusting it would.
+my @naive_writers;
 for my $n ('n2', 'n1')
 {
 	next unless sq($s{$n}, "SELECT state FROM rp_elections() WHERE name = '$ELECTION'") eq 'leader';
 	my $e = sq($s{$n}, $epoch_q) || 0;
 	sq($s{obs}, "UPDATE naive_schedule SET owner = '$n', epoch = $e");
+	push @naive_writers, $n;
 }
 my $fw_b = sq($s{obs}, "SELECT rp_fenced_write('job-output', '\"n2\"', $epoch_b)");
 my $fw_a = sq($s{obs}, "SELECT rp_fenced_write('job-output', '\"n1\"', $epoch_a)");
@@ -168,7 +172,7 @@ is($flags, 'leader false', 'frozen n1: its own flag still says leader, its deadl
 ok($stopped_at_w && $t_w <= $t_cont, "both leaders wrote during the stall (n1's elector still stopped after the last write)");
 is($r_b, 'ok', "the new leader's write (epoch $epoch_b) is accepted by the fenced table");
 is($r_a, 'RP001', "the old leader's write with its stale epoch ($epoch_a) is refused (RP001)");
-is(sql($obs, 'SELECT owner FROM naive_schedule'), 'n1',
+is(sql($obs, 'SELECT owner FROM naive_schedule') . ' (written by ' . join(', ', @naive_writers) . ')', 'n1 (written by n2, n1)',
 	"naive: both trusted their own leader flag and wrote; the stale leader's write came last and stands");
 is("$fw_b|$fw_a", 't|f', 'rp_fenced_write accepts the new epoch and refuses the stale one');
 cmp_ok($t_cont - $t0, '>=', $STALL_MS - 100, "n1's elector was frozen for the whole stall (" . ($t_cont - $t0) . ' ms)');
