@@ -34,7 +34,7 @@
 
 #include "conn.h"
 #include "orphans.h"
-#include "lock.h"
+#include "token.h"
 #include "rp_scripts.h"
 
 #define RP_ORPHAN_SLOTS		128
@@ -63,26 +63,19 @@ typedef struct RpOrphanQueue
 
 static RpOrphanQueue *rp_queue = NULL;
 
-static shmem_request_hook_type rp_prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type rp_prev_shmem_startup_hook = NULL;
-
-static void
+void
 rp_orphans_shmem_request(void)
 {
-	if (rp_prev_shmem_request_hook)
-		rp_prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(sizeof(RpOrphanQueue)));
 	RequestNamedLWLockTranche("redis_primitives orphans", 1);
 }
 
-static void
+/* Called under AddinShmemInitLock. */
+void
 rp_orphans_shmem_startup(void)
 {
 	bool		found;
 
-	if (rp_prev_shmem_startup_hook)
-		rp_prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	rp_queue = ShmemInitStruct("redis_primitives orphans",
 							   sizeof(RpOrphanQueue), &found);
 	if (!found)
@@ -91,18 +84,6 @@ rp_orphans_shmem_startup(void)
 		rp_queue->lock = &(GetNamedLWLockTranche("redis_primitives orphans"))->lock;
 		rp_queue->worker_pgprocno = -1;
 	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-void
-rp_orphans_init(void)
-{
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-	rp_prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = rp_orphans_shmem_request;
-	rp_prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = rp_orphans_shmem_startup;
 }
 
 bool

@@ -17,8 +17,9 @@
 
 #include "datatype/timestamp.h"
 
-/* Request the shared memory (from _PG_init, only when preloading). */
-extern void rp_orphans_init(void);
+/* Shared memory, when preloaded: redis_primitives.c's shmem hooks call these. */
+extern void rp_orphans_shmem_request(void);
+extern void rp_orphans_shmem_startup(void);
 
 /*
  * Queue (key, token) for release by the worker; false when there is no
