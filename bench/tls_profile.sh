@@ -19,7 +19,6 @@
 # number is bad.
 set -uo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
-source "$(dirname "$0")/../test/scenarios/tls_certs.bash"
 
 N1=${RP_PROFILE_N1:-100}
 N2=${RP_PROFILE_N2:-600}

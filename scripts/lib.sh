@@ -67,14 +67,20 @@ rp_free_port() {
 }
 
 rp_start_redis() {  # port [extra args...]
-	local port=$1; shift
+	local port=$1 log_from; shift
+	log_from=$(( $(stat -c %s "$RP_TMP/redis-$port.log" 2>/dev/null || echo 0) + 1 ))
+	rm -f "$RP_TMP/redis-$port.pid"	# a killed server's: only this start's counts
 	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
 		--maxmemory-policy noeviction --enable-debug-command local \
 		--daemonize yes --dir "$RP_TMP" --pidfile "$RP_TMP/redis-$port.pid" \
 		--logfile "$RP_TMP/redis-$port.log" "$@"
+	# Ours once it wrote its pid file, which Redis does only after it listens:
+	# a PONG alone may come from another server that took the port first
+	# (lanes and other runs pick free ports at the same instant).
 	local i
 	for i in $(seq 100); do
-		redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+		[ -s "$RP_TMP/redis-$port.pid" ] && redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+		tail -c "+$log_from" "$RP_TMP/redis-$port.log" 2>/dev/null | grep -q 'aborting' && break
 		sleep 0.05
 	done
 	rp_log "Redis on port $port did not start"; cat "$RP_TMP/redis-$port.log" >&2; return 1
@@ -99,7 +105,11 @@ rp_stop_servers() {
 		[ -f "$f" ] || continue
 		local pid; pid=$(cat "$f"); kill -CONT "$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null
 	done
-	pkill -9 -f "redis-server 127.0.0.1:${REDIS_PORT:-0}\$" 2>/dev/null || true
+	# one that lost its pid file, if it is ours (its folder): another run's
+	# may listen on REDIS_PORT when ours never started
+	for f in $(pgrep -f "redis-server 127.0.0.1:${REDIS_PORT:-0}\$"); do
+		[ "$(readlink "/proc/$f/cwd")" = "$RP_TMP" ] && kill -9 "$f" 2>/dev/null
+	done
 	rm -rf "$RP_TMP"
 }
 
@@ -120,7 +130,7 @@ rp_prepare_servers() {
 
 # Start PostgreSQL and Redis.
 rp_start_servers() {
-	rp_prepare_servers
+	rp_prepare_servers || return 1
 	rp_start_pg pg "$PGPORT" "${RP_EXTRA_CONF:-}"
 }
 
@@ -161,4 +171,20 @@ CONF
 rp_stop_pg() {  # name [mode]
 	[ -f "$RP_TMP/$1/postmaster.pid" ] || return 0
 	rp_as_pg pg_ctl -D "$RP_TMP/$1" -m "${2:-fast}" -w stop >/dev/null 2>&1
+}
+
+# tls_make_certs DIR: throwaway certificates for TLS tests, owned by the
+# PostgreSQL user (what it writes: t/lib/RedisPrimitives/Test/Certs.pm, the
+# one copy of the recipe).  tls_redis_args DIR CERT PORT: the redis-server
+# arguments of a TLS-only server on PORT with the certificate DIR/CERT.crt.
+tls_make_certs() {
+	perl -I "$RP_ROOT/t/lib" -MRedisPrimitives::Test::Certs \
+		-e 'RedisPrimitives::Test::Certs::make_certs(@ARGV)' "$1" ||
+		{ rp_log "# could not make the test certificates"; return 1; }
+	[ "$(id -u)" -eq 0 ] && chown -R postgres: "$1"
+	return 0
+}
+tls_redis_args() {
+	echo --port 0 --tls-port "$3" --tls-cert-file "$1/$2.crt" --tls-key-file "$1/$2.key" \
+		--tls-ca-cert-file "$1/ca.crt" --tls-auth-clients no
 }

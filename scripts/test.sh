@@ -91,32 +91,24 @@ count() {
 }
 
 # pg_regress and isolation write results/ and output_iso/ into the tree.
-run_pgxs() {  # target-kind
-	local out rc
-	out=$(mktemp)
-	if [ "$1" = regress ]; then
-		make -s installcheck ISOLATION= TAP_TESTS= >"$out" 2>&1; rc=$?
-	else
-		make -s installcheck REGRESS= TAP_TESTS= >"$out" 2>&1; rc=$?
-	fi
+run_pgxs() {  # regress|isolation
+	local out=$OUT/$1.out skip=REGRESS= rc ok bad f
+	[ "$1" = regress ] && skip=ISOLATION=
+	make -s installcheck "$skip" TAP_TESTS= >"$out" 2>&1; rc=$?
 	cat "$out"
-	local ok bad
 	ok=$(grep -cE '^(ok|test) .*\.\.\. ok|^ok [0-9]+' "$out")
 	bad=$(grep -cE '\.\.\. FAILED|^not ok' "$out")
 	passed=$((passed + ok)); failed=$((failed + bad))
-	if [ "$rc" -ne 0 ]; then
-		[ "$bad" -eq 0 ] && failed=$((failed + 1))
-		failures+=("$1")
-		for f in regression.diffs output_iso/regression.diffs; do
-			[ -f "$f" ] && { echo "---- $f"; head -200 "$f"; }
-		done
-	fi
-	rm -f "$out"
+	[ "$rc" -eq 0 ] && return
+	[ "$bad" -eq 0 ] && failed=$((failed + 1))
+	failures+=("$1")
+	for f in regression.diffs output_iso/regression.diffs; do
+		[ -f "$f" ] && { echo "---- $f"; head -200 "$f"; }
+	done
 }
 
 run_pgtap() {
-	local out f rc=0 f_rc
-	out=$(mktemp)
+	local out=$OUT/pgtap.out f rc=0 f_rc
 	for f in test/pgtap/*.sql; do
 		[ -n "${RP_ONLY:-}" ] && [[ "$f" != *${RP_ONLY}* ]] && continue
 		flush
@@ -125,7 +117,6 @@ run_pgtap() {
 	done >"$out" 2>&1
 	cat "$out"
 	count "$out" pgtap "$rc"
-	rm -f "$out"
 }
 
 # ---- the queue of scenario and t/*.pl files --------------------------------
@@ -153,9 +144,10 @@ queue_pop() {  # prints the next file, nothing when the queue is empty
 }
 
 # run_file FILE: one scenario or t/*.pl file, its output and exit status
-# kept under $OUT/KIND/.
+# kept under $OUT/KIND/.  A file still running after RP_FILE_TIMEOUT seconds
+# (900) is killed and fails: a hung test must not hang make test.
 run_file() {
-	local f=$1 kind name t0 rc
+	local f=$1 kind name t0 rc limit=${RP_FILE_TIMEOUT:-900}
 	case $f in t/*) kind=tap ;; *) kind=scenarios ;; esac
 	name=$OUT/$kind/$(basename "$f")
 	t0=$(date +%s)
@@ -166,17 +158,19 @@ run_file() {
 		# PG_TEST_TIMEOUT_DEFAULT bounds every poll and wait of the harness
 		# (180 s by default, and counted in attempts, which a loaded machine
 		# stretches): a broken test fails in minutes, not quarter-hours.
-		rp_as_pg env TESTDIR="$TAPDIR" PATH="$PGBIN:$PATH" \
+		rp_as_pg timeout -k 10 "$limit" env TESTDIR="$TAPDIR" PATH="$PGBIN:$PATH" \
 			PG_TEST_TIMEOUT_DEFAULT="${PG_TEST_TIMEOUT_DEFAULT:-60}" \
 			PG_REGRESS="$PGXS_DIR/test/regress/pg_regress" \
 			prove -v -I "$PGXS_DIR/test/perl" -I t/lib "$f" >"$name.out" 2>&1 &
 	else
 		flush
-		prove -v "$f" >"$name.out" 2>&1 &
+		timeout -k 10 "$limit" prove -v "$f" >"$name.out" 2>&1 &
 	fi
 	CHILD=$!
 	wait "$CHILD"; rc=$?
 	CHILD=
+	[ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] &&
+		echo "not ok 0 - $f: killed after $limit s (RP_FILE_TIMEOUT)" >>"$name.out"
 	echo "$rc" >"$name.rc"
 	echo "$(( $(date +%s) - t0 )) s, lane $LANE" >"$name.time"
 }
@@ -254,15 +248,18 @@ if [ -s "$OUT/queue" ]; then
 	done
 fi
 
+declare -A ran  # suite -> checks it counted
 for s in $suites; do
 	case $s in
 		regress|isolation|pgtap) echo "==== $s"; flush ;;
 	esac
+	before=$((passed + failed))
 	case $s in
 		regress)   run_pgxs regress ;;
 		isolation) run_pgxs isolation ;;
 		pgtap)     run_pgtap ;;
 	esac
+	ran[$s]=$((passed + failed - before))
 done
 # in the background, so that a TERM to us is handled while the lanes run
 ( lane 0 ) >"$OUT/lane-0.log" 2>&1 &
@@ -273,9 +270,20 @@ for l in "$OUT"/lane-*.log; do [ -s "$l" ] && { echo "---- $l"; cat "$l"; }; don
 
 for s in $suites; do
 	case $s in
-		scenarios|tap) echo "==== $s"; report_files "$s" ;;
+		scenarios|tap) echo "==== $s"; before=$((passed + failed)); report_files "$s"
+			ran[$s]=$((passed + failed - before)) ;;
 	esac
 done
+
+# A suite that counted no check fails the run (a misspelt name in RP_SUITES,
+# a glob that matched nothing, output the counting no longer recognises).
+# With RP_ONLY a suite may match no file, but the run must check something.
+empty=()
+for s in $suites; do [ "${ran[$s]:-0}" -eq 0 ] && empty+=("$s"); done
+if [ ${#empty[@]} -gt 0 ] && { [ -z "${RP_ONLY:-}" ] || [ $((passed + failed)) -eq 0 ]; }; then
+	echo "# suites that ran no check: ${empty[*]}${RP_ONLY:+ (RP_ONLY=$RP_ONLY)}"
+	failures+=("${empty[@]}")
+fi
 
 echo
 echo "suites: $suites; lanes: $lanes; wall time $(( $(date +%s) - start )) s"

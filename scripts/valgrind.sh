@@ -49,7 +49,6 @@ rp_prepare_servers
 # set their own TLS settings and are run as they are.
 TLS_CONF=""
 if [ "${RP_VALGRIND_TLS:-0}" = 1 ]; then
-	source "$RP_ROOT/test/scenarios/tls_certs.bash"
 	tls_make_certs "$RP_TMP/tls" || exit 1
 	TLS_PORT=$(rp_free_port)
 	rp_stop_redis "$REDIS_PORT"

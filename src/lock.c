@@ -1821,64 +1821,77 @@ rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
 	if (LockTimeout > 0 && wait_ms > LockTimeout)
 		lock_deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
 
-	rp_register_callbacks();
-	/* A name the session holds live is taken as it is, as rp_acquire does. */
-	out = palloc0(sizeof(RpLease *) * n);
-	todo = palloc(sizeof(int) * n);
-	for (int i = 0; i < n; i++)
-	{
-		RpLease    *held = rp_registry_find(name[i], len[i]);
-
-		if (held != NULL && held->expires_at > start)
-			out[i] = rp_lease_copy(held);
-		else
-			todo[ntodo++] = i;
-	}
-	if (ntodo == 0)
-		return rp_acquire_all_result(fcinfo, out, n);
-
-	tname = palloc(sizeof(char *) * ntodo);
-	tlen = palloc(sizeof(size_t) * ntodo);
-	token = palloc(sizeof(*token) * ntodo);
-	for (int j = 0; j < ntodo; j++)
-	{
-		tname[j] = name[todo[j]];
-		tlen[j] = len[todo[j]];
-		rp_new_token(token[j]);
-	}
-
 	/* One script runs on one Cluster node: every key must share a slot. */
 	if (rp_cluster_mode())
 	{
-		RpArg		k0 = rp_key(tname[0], tlen[0], "lock");
+		RpArg		k0 = rp_key(name[0], len[0], "lock");
 		int			slot0 = rp_key_slot(k0.data, k0.len);
 
-		for (int j = 1; j < ntodo; j++)
+		for (int i = 1; i < n; i++)
 		{
-			RpArg		k = rp_key(tname[j], tlen[j], "lock");
+			RpArg		k = rp_key(name[i], len[i], "lock");
 
 			if (rp_key_slot(k.data, k.len) != slot0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("lock names \"%s\" and \"%s\" are in different Redis Cluster hash slots",
-								pnstrdup(tname[0], tlen[0]), pnstrdup(tname[j], tlen[j])),
+								pnstrdup(name[0], len[0]), pnstrdup(name[i], len[i])),
 						 errdetail("rp_acquire_all takes its locks in one script, which Redis Cluster runs on one node."),
 						 errhint("Give the names a common beginning that ends in '}', such as 'order-42}:items' and 'order-42}:payment': a name's hash slot is decided by its text up to its first '}'.")));
 		}
 	}
+
+	rp_register_callbacks();
+	out = palloc0(sizeof(RpLease *) * n);
+	todo = palloc(sizeof(int) * n);
+	tname = palloc(sizeof(char *) * n);
+	tlen = palloc(sizeof(size_t) * n);
+	token = palloc(sizeof(*token) * n);
+	for (int i = 0; i < n; i++)
+		rp_new_token(token[i]);
 
 	attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "rp_acquire_all attempt",
 										ALLOCSET_SMALL_SIZES);
 	for (;;)
 	{
 		MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
-		RpLease   **u = palloc(sizeof(RpLease *) * ntodo);
-		int64	   *fences = palloc(sizeof(int64) * ntodo);
+		RpLease   **u = palloc(sizeof(RpLease *) * n);
+		int64	   *fences = palloc(sizeof(int64) * n);
+		char		(*ttoken)[RP_TOKEN_LEN + 1] = palloc(sizeof(*ttoken) * n);
+		TimestampTz now = GetCurrentTimestamp();
 
-		if (rp_try_acquire_all(ntodo, tname, tlen, token, ttl_ms, floor, u, fences))
+		/*
+		 * A name the session holds live is taken as it is, as rp_acquire
+		 * does.  Decided anew at each attempt: a lease that expired while
+		 * the call waited for the others is no longer the session's, and
+		 * is asked for with them.
+		 */
+		ntodo = 0;
+		for (int i = 0; i < n; i++)
 		{
-			rp_wait_replicas_all(u, ntodo);
+			RpLease    *held = rp_registry_find(name[i], len[i]);
+
+			if (held != NULL && held->expires_at > now)
+				out[i] = rp_lease_copy(held);	/* in attempt_cxt */
+			else
+			{
+				out[i] = NULL;
+				tname[ntodo] = name[i];
+				tlen[ntodo] = len[i];
+				memcpy(ttoken[ntodo], token[i], RP_TOKEN_LEN + 1);
+				todo[ntodo++] = i;
+			}
+		}
+
+		if (ntodo == 0 ||
+			rp_try_acquire_all(ntodo, tname, tlen, ttoken, ttl_ms, floor, u, fences))
+		{
+			if (ntodo > 0)
+				rp_wait_replicas_all(u, ntodo);
 			MemoryContextSwitchTo(old);
+			for (int i = 0; i < n; i++)
+				if (out[i] != NULL)
+					out[i] = rp_lease_copy(out[i]);
 			for (int j = 0; j < ntodo; j++)
 			{
 				/* Granted anew: a lease the session remembers on it was lost. */

@@ -343,6 +343,36 @@ rp_rl_eval(const RpRlRequest *req, RpArg rkey, int nargs, const RpArg *argv,
 }
 
 /*
+ * rp_rl_eval, and when consume: a call that failed may have been admitted all
+ * the same (Redis runs what it received, whether or not the reply comes
+ * back), so a refusal of the key cached under other parameters goes, as for
+ * an admission that was answered (ratecache.c).  rc->target must be set.
+ */
+static bool
+rp_rl_eval_consuming(const RpRlRequest *req, RpArg rkey, int nargs,
+					 const RpArg *argv, bool never, bool consume,
+					 const RpRcRequest *rc, RpReply **reply, RpRlResult *result)
+{
+	bool		answered = false;
+
+	PG_TRY();
+	{
+		answered = rp_rl_eval(req, rkey, nargs, argv, never,
+							  req->shadow && consume, reply, result);
+	}
+	PG_CATCH();
+	{
+		if (consume)
+			rp_ratecache_admitted(rc);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!answered && consume)
+		rp_ratecache_admitted(rc);
+	return answered;
+}
+
+/*
  * One rate-limit call.  consume = false peeks.  A cost above max_requests can
  * never be admitted: it records nothing, is answered from a peek (so the
  * other fields describe the key as it is) and says so with retry_after_ms -1.
@@ -409,7 +439,9 @@ rp_rl_call(FunctionCallInfo fcinfo, bool consume, bool from_cache,
 	if (req.algorithm->script == &rp_script_ratelimit_sliding_log)
 		argv[nargs++] = consume ? rp_rl_member_id() : rp_arg_str("");
 
-	if (!rp_rl_eval(&req, rkey, nargs, argv, never, req.shadow && consume, &r, result))
+	if (consume)
+		rc.target = rp_conn_target_signature();
+	if (!rp_rl_eval_consuming(&req, rkey, nargs, argv, never, consume, &rc, &r, result))
 		return;
 
 	if (r->type != RP_REPLY_ARRAY || r->nelem != 5)
@@ -434,10 +466,9 @@ rp_rl_call(FunctionCallInfo fcinfo, bool consume, bool from_cache,
 		else if (!result->would_refuse && consume)
 			rp_ratecache_admitted(&rc);
 	}
-	else if (!result->would_refuse && consume && !never)
+	else if (!result->would_refuse && consume)
 	{
 		/* The session has the cache off; other sessions' entries still learn. */
-		rc.target = rp_conn_target_signature();
 		rp_ratecache_admitted(&rc);
 	}
 	if (req.shadow && result->would_refuse)

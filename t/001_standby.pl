@@ -16,33 +16,17 @@ use Test::More;
 use Time::HiRes qw(usleep);
 
 use RedisPrimitives::Test::Redis;
+use RedisPrimitives::Test::Node;
 
 my $redis = RedisPrimitives::Test::Redis->new;
 my $renew_ms = 200;
-
-sub election_conf
-{
-	my ($node_id) = @_;
-	return $redis->pg_conf . qq(
-shared_preload_libraries = 'redis_primitives'
-redis_primitives.connect_timeout = 1000
-redis_primitives.command_timeout = 1000
-redis_primitives.elections = 'job'
-redis_primitives.node_id = '$node_id'
+my $primary = rp_node('primary', $redis->pg_conf . qq(redis_primitives.elections = 'job'
+redis_primitives.node_id = 'primary'
 redis_primitives.election_lease = 3000
 redis_primitives.election_renew = $renew_ms
 redis_primitives.election_margin = 300
-);
-}
-
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', election_conf('primary'));
-$primary->start;
-$primary->safe_psql('postgres', q{
-	CREATE EXTENSION redis_primitives;
-	SELECT rp_fenced_write('job', '{"n": 1}', 1);
-});
+), allows_streaming => 1);
+$primary->safe_psql('postgres', q{SELECT rp_fenced_write('job', '{"n": 1}', 1)});
 ok($primary->poll_query_until('postgres', "SELECT rp_is_leader('job')"),
 	'the primary\'s elector leads "job"');
 

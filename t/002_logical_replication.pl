@@ -18,10 +18,10 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 use RedisPrimitives::Test::Redis;
+use RedisPrimitives::Test::Node;
 
 my $redis = RedisPrimitives::Test::Redis->new;
 my $schema = q{
-	CREATE EXTENSION redis_primitives;
 	CREATE TABLE account (id int PRIMARY KEY, balance int, fence_token bigint);
 	CREATE TRIGGER account_fence BEFORE INSERT OR UPDATE ON account
 	  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token');
@@ -30,15 +30,8 @@ my $schema = q{
 	  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'skip');
 };
 
-my $pub = PostgreSQL::Test::Cluster->new('publisher');
-$pub->init(allows_streaming => 'logical');
-my $conf = $redis->pg_conf . "shared_preload_libraries = 'redis_primitives'\n";
-$pub->append_conf('postgresql.conf', $conf);
-$pub->start;
-my $sub = PostgreSQL::Test::Cluster->new('subscriber');
-$sub->init;
-$sub->append_conf('postgresql.conf', $conf . "wal_retrieve_retry_interval = 200ms\n");
-$sub->start;
+my $pub = rp_node('publisher', $redis->pg_conf, allows_streaming => 'logical');
+my $sub = rp_node('subscriber', $redis->pg_conf . "wal_retrieve_retry_interval = 200ms\n");
 
 $pub->safe_psql('postgres', $schema . q{
 	INSERT INTO account VALUES (1, 100, 5);

@@ -28,7 +28,6 @@ use Time::HiRes qw(usleep);
 use RedisPrimitives::Test::Redis;
 use RedisPrimitives::Test::Node;
 
-*wait_until = \&RedisPrimitives::Test::Redis::wait_until;
 my $R = 'RedisPrimitives::Test::Redis';
 my $pm = $R->new(name => 'master');
 my $pr = $R->new(name => 'replica', args => [ '--replicaof', '127.0.0.1', $pm->port ]);
@@ -39,8 +38,6 @@ my $node = rp_node('sentinel', "redis_primitives.sentinels = '$sentinels'\n"
 	  . "redis_primitives.sentinel_master = 'rpm'\n");
 sub sql { return scalar $node->safe_psql('postgres', $_[0]); }
 
-sub master_port { return ($_[0]->cli_ok('SENTINEL', 'get-master-addr-by-name', 'rpm') // '') =~ /\n(\d+)$/ ? $1 : ''; }
-sub link_up { return ($_[0]->info('replication', 'master_link_status') // '') eq 'up'; }
 # Every sentinel names $m as master and lists $r as a healthy replica, and
 # knows the two other sentinels (a failover needs their votes).
 sub topology_ready
@@ -48,7 +45,7 @@ sub topology_ready
 	my ($m, $r) = @_;
 	for my $s (@sent)
 	{
-		return 0 unless master_port($s) eq $m->port;
+		return 0 unless $s->master_port eq $m->port;
 		my $replicas = join(' ', split /\n/, $s->cli_ok('SENTINEL', 'replicas', 'rpm') // '') . ' ';
 		return 0 unless $replicas =~ /port ${\ $r->port} runid \S+ flags slave /;
 		return 0 unless (() = ($s->cli_ok('SENTINEL', 'sentinels', 'rpm') // '') =~ /^name$/mg) >= 2;
@@ -58,7 +55,7 @@ sub topology_ready
 sub ms_of { return sql("SELECT (extract(epoch FROM $_[0]) * 1000)::bigint"); }
 sub calls_work { my ($rc, $out) = $node->psql('postgres', "SELECT held FROM rp_lock_info('x')"); return $rc == 0 && $out eq 'f'; }
 
-ok(wait_until(sub { link_up($pr) && topology_ready($pm, $pr) }),
+ok(wait_until(sub { $pr->link_up && topology_ready($pm, $pr) }),
 	'master, replica and three sentinels are up and know each other');
 
 # ---- discovery -------------------------------------------------------------
@@ -109,7 +106,7 @@ my $loader = psql_start($node, "CALL sent_load(16, 'sent-acct', 'sent_acct')");
 wait_until(sub { sql('SELECT count(*) FROM sent_log WHERE ok AND fence IS NOT NULL') >= 20 });
 my $kill_at = now_ms();
 $pm->kill9;
-ok(wait_until(sub { master_port($sent[0]) eq $pr->port }), 'the sentinels promote the replica');
+ok(wait_until(sub { $sent[0]->master_port eq $pr->port }), 'the sentinels promote the replica');
 my $promoted_at = now_ms();
 psql_finish($loader);
 # The pause: from the last call served before the first failure to the first
@@ -136,7 +133,7 @@ diag('load: ' . sql("SELECT count(*) FILTER (WHERE ok) || ' calls ok, ' || count
 # ---- B. a failover that loses counter increments ----------------------------
 # The old master comes back as a replica of the new one.
 $pm->restart(args => [ '--replicaof', '127.0.0.1', $pr->port ]);
-ok(wait_until(sub { link_up($pm) && topology_ready($pr, $pm) }),
+ok(wait_until(sub { $pm->link_up && topology_ready($pr, $pm) }),
 	'the old master is back as a replica, and the sentinels see it');
 
 sql(q{
@@ -166,7 +163,7 @@ usleep($left * 1000) if $left > 0;
 my $b = session($node);
 $pm->cli('CONFIG', 'SET', 'masterauth', 'wrong-Pw');
 $pm->cli('CLIENT', 'KILL', 'TYPE', 'master');
-ok(wait_until(sub { !link_up($pm) }), 'the replica is cut off from the master');
+ok(wait_until(sub { !$pm->link_up }), 'the replica is cut off from the master');
 
 is( sq($b, "SET redis_primitives.fence_replicas = 1; SET redis_primitives.fence_replicas_timeout = 200; "
 		  . "SELECT rp_acquire('sent-nowait', 60000)"),
@@ -190,7 +187,7 @@ $b->quit;
 
 $kill_at = now_ms();
 $pr->kill9;
-ok(wait_until(sub { master_port($sent[0]) eq $pm->port }) && wait_until(\&calls_work),
+ok(wait_until(sub { $sent[0]->master_port eq $pm->port }) && wait_until(\&calls_work),
 	'the lagging replica is promoted, and calls work against it');
 diag('failover B: kill to first call served: ' . (now_ms() - $kill_at) . ' ms');
 

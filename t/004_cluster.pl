@@ -18,7 +18,6 @@ use List::Util qw(min sum);
 use RedisPrimitives::Test::Redis;
 use RedisPrimitives::Test::Node;
 
-*wait_until = \&RedisPrimitives::Test::Redis::wait_until;
 my @m = RedisPrimitives::Test::Redis->cluster(3);
 ok(RedisPrimitives::Test::Redis::cluster_ok(@m), 'three masters form a cluster (16384 slots covered)');
 my $node = rp_node('cluster', "redis_primitives.cluster = on\n" . $m[0]->pg_conf);
@@ -94,46 +93,17 @@ $s->quit;
 # Names whose slot is among the first 300 of the first master: those move.
 my @names = split /\n/, sql(q{SELECT n FROM (SELECT 'mig-' || i AS n FROM generate_series(1, 5000) i) s
            WHERE rp_key_slot('rp:{' || n || '}:lock') < 300 ORDER BY n LIMIT 6});
-my $names = join(',', map { "'$_'" } @names);
-diag("names under load in the moving slots: $names");
+diag("names under load in the moving slots: @names");
 # Filler keys in those slots make each slot's migration last long enough for
 # calls to meet it half-moved (ASK and TRYAGAIN), not only after (MOVED).
 my $filler = join('', map { my $n = $_; map { "SET rp:{$n}:filler:$_ x\n" } 1 .. 1500 } @names);
 $m[0]->cli(\$filler);
-sql(q{
-CREATE TABLE clu_log (at timestamptz NOT NULL, name text, ok bool NOT NULL, state text, fence bigint);
-CREATE PROCEDURE clu_load(secs float8, names text[]) LANGUAGE plpgsql AS $$
-DECLARE
-  l rp_lease;
-  n text;
-  stop timestamptz := clock_timestamp() + secs * interval '1 second';
-BEGIN
-  WHILE clock_timestamp() < stop LOOP
-    FOREACH n IN ARRAY names LOOP
-      BEGIN
-        l := rp_acquire(n, 5000);
-        PERFORM rp_lock_info(n);
-        PERFORM rp_release(l);
-        INSERT INTO clu_log VALUES (clock_timestamp(), n, true, NULL, l.fence);
-      EXCEPTION WHEN OTHERS THEN
-        INSERT INTO clu_log VALUES (clock_timestamp(), n, false, SQLSTATE || ' ' || SQLERRM, NULL);
-        BEGIN PERFORM rp_release_all(); EXCEPTION WHEN OTHERS THEN NULL; END;
-      END;
-      COMMIT;
-    END LOOP;
-  END LOOP;
-END $$});
-my $loader = psql_start($node, "CALL clu_load(8, ARRAY[$names])");
+my $loader = lease_load($node, 'clu_log', 8, \@names, 'PERFORM rp_lock_info(n);');
 wait_until(sub { sql('SELECT count(*) FROM clu_log WHERE ok') >= 50 });
 $a0 = sum_calls('asking');
 my $t = now_ms();
-{
-	local $m[0]{timeout} = 180;
-	ok( defined $m[0]->cli_ok('--cluster', 'reshard', '127.0.0.1:' . $m[0]->port,
-			'--cluster-from', $m[0]->cli('CLUSTER', 'MYID'), '--cluster-to', $m[1]->cli('CLUSTER', 'MYID'),
-			'--cluster-slots', '300', '--cluster-pipeline', '10', '--cluster-yes'),
-		'300 slots resharded from the first master to the second (' . (now_ms() - $t) . ' ms) while calls run');
-}
+ok($m[0]->reshard($m[1], 300),
+	'300 slots resharded from the first master to the second (' . (now_ms() - $t) . ' ms) while calls run');
 psql_finish($loader);
 # Whether calls met these slots half-moved depends on timing: counted here,
 # asserted below on slots left half-moved by hand.

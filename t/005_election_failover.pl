@@ -20,14 +20,37 @@ use RedisPrimitives::Test::Election;
 
 my $redis = RedisPrimitives::Test::Redis->new;
 my $leader_key = "rp:{$ELECTION}:leader";
+my $lock_key = "rp:{$ELECTION}:lock";
 sub sql { my ($n, $q) = @_; return scalar $n->safe_psql('postgres', $q); }
-sub state_of { return sql($_[0], 'SELECT state || \' \' || is_leader FROM rp_elections()'); }
+
+# Redis MONITOR shows every command with Redis' own clock, and the commands a
+# script runs (its "lua" lines): what the electors did, in order, whatever
+# the load.  monitor_stop sends a marker and waits for it, so every command
+# Redis ran before the marker is in the file (nothing is cut off in transit).
+my $monitor_out = "$PostgreSQL::Test::Utils::tmp_check/monitor.out";
+sub monitor_start
+{
+	unlink $monitor_out;
+	my $h = IPC::Run::start([ $redis->cli_cmd, 'MONITOR' ], '<', \undef, '>', $monitor_out, '2>&1');
+	wait_until(sub { -s $monitor_out });
+	return $h;
+}
+sub monitor_stop
+{
+	my ($h) = @_;
+	my $mark = 'rp-monitor-end-' . now_ms();
+	$redis->cli('ECHO', $mark);
+	wait_until(sub { slurp_file($monitor_out) =~ /\Q$mark\E/ });
+	$h->kill_kill;
+	$h->finish;
+	return split /\n/, slurp_file($monitor_out);
+}
 
 my $n1 = election_node('n1', $redis);
 ok(wait_leader($n1, 'true', 5000) ne '', 'n1 (started first) is elected by its background elector');
 my $n2 = election_node('n2', $redis);
 is(sql($n2, 'SELECT state FROM rp_elections()'), 'follower', 'n2 starts as a follower');
-is(sql($n1, "SELECT rp_is_leader('$ELECTION')") . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')"), 't|f',
+is(leaders($n1, $n2), 't|f',
 	'exactly one server believes it leads');
 is(sql($n2, "SELECT node_id || ' ' || epoch FROM rp_leader('$ELECTION')"), 'n1 ' . node_epoch($n1),
 	'Redis agrees: n1 leads with the epoch n1 publishes');
@@ -53,30 +76,40 @@ is($d, $LEASE - $MARGIN, 'n1 believes until its renewal\'s send + lease - margin
 my $waiter = psql_start($n2, 'SELECT round(wait_leader(true, 30000))');
 waiter_running($n2, 'wait_leader');
 my $t0 = now_ms();
-# Redis MONITOR shows the commands the resign script runs: the DEL of the
-# leader key is the resign, whatever the timing (a loaded machine may take
-# longer to stop the server than the lease lasts).
-my $monitor_out = "$PostgreSQL::Test::Utils::tmp_check/monitor.out";
-my $monitor = IPC::Run::start([ $redis->cli_cmd, 'MONITOR' ], '<', \undef, '>', $monitor_out, '2>&1');
-RedisPrimitives::Test::Redis::wait_until(sub { -s $monitor_out });
+# MONITOR from before the stop until n2 leads: the DEL of the leader key is
+# the resign, and n2's winning campaign (its HSET of the key) is timed
+# against n1's last renewal on Redis' clock, not on a loaded test's.
+my $monitor = monitor_start();
+wait_until(sub { slurp_file($monitor_out) =~ /"SET" "\Q$lock_key\E" "election:n1#/ });
 $n1->stop('fast');
 my $t_stopped = now_ms();
-$monitor->kill_kill;
-$monitor->finish;
-my $resign_del = grep { /"DEL"/ && /"\Q$leader_key\E"/ } split /\n/, slurp_file($monitor_out);
-# Read at once: the term n1 held is gone (or already n2's), not left to expire.
+# Read at once: the term n1 held is gone (or already n2's), not left to
+# expire.  pg_ctl stop returns after the elector exited, so after its resign.
 my $owner_after_stop = $redis->cli('HGET', $leader_key, 'node');
 my $t1 = psql_finish($waiter);
+my @mon = monitor_stop($monitor);
 ok($t1 ne '', 'n2 takes over when n1 stops');
-my $after_stop = $t1 ne '' ? $t1 - $t_stopped : '';
 diag('handover (leader\'s server stopped) ' . ($t1 ne '' ? $t1 - $t0 : '?') . ' ms (reference: 27 ms)');
-diag("n2 led $after_stop ms after pg_ctl stop returned");
-# From the stop's return, not its start: a loaded machine may take longer to
-# stop a server than the lease lasts.
-ok($after_stop ne '' && $after_stop < $LEASE, "n2 led within one lease of n1's server having stopped ($after_stop ms)");
+diag('n2 led ' . ($t1 ne '' ? $t1 - $t_stopped : '?') . ' ms after pg_ctl stop returned');
+ok($owner_after_stop ne 'n1', "right after the stop, n1 no longer owns the leader key (owner: '$owner_after_stop')");
+my ($renewed, $won);
+for (@mon)
+{
+	my ($ts) = /^(\d+\.\d+) / or next;
+	$renewed = $ts if !defined $won && /"SET" "\Q$lock_key\E" "election:n1#/;
+	$won = $ts if !defined $won && /"HSET" "\Q$leader_key\E" "node" "n2"/;
+}
+my $gap = defined $renewed && defined $won ? int(($won - $renewed) * 1000) : '';
+# A resign that does nothing leaves n2 to win only once n1's last renewal
+# has expired: a full lease after it, whatever the load.  The resign itself
+# comes within a renewal period of the last renewal, n2's next campaign
+# within another.
+ok($gap ne '' && $gap < $LEASE,
+	"n2 won the term $gap ms after n1's last renewal (Redis' clock), before that renewal's lease ($LEASE ms) ran out");
 ok($n1->log_contains('stepped down from "job"') && $n1->log_contains('the server is shutting down'),
 	'n1 logged that it stepped down because the server was shutting down');
-ok($resign_del, "n1 resigned in Redis: its elector's resign script deleted the leader key as the server stopped (owner right after: '$owner_after_stop')");
+my $resign_del = grep { /"DEL" "\Q$leader_key\E"/ } @mon;
+ok($resign_del, "n1 resigned in Redis: its elector's resign script deleted the leader key as the server stopped");
 
 # ---- clean handover: the leader drops the election on reload -------------
 $n1->start;
@@ -86,22 +119,28 @@ $waiter = psql_start($n1, 'SELECT round(wait_leader(true, 30000))');
 waiter_running($n1, 'wait_leader');
 $t0 = now_ms();
 sql($n2, "ALTER SYSTEM SET redis_primitives.elections = ''");
-sql($n2, 'SELECT pg_reload_conf()');
 # The elector resigns before it drops the row: once the row is gone, the
 # term in Redis must not be n2's any more.
+# MONITOR shows the resign's DEL whatever the load (a reading of the key
+# after the row is gone would find n2's lease expired on a slow machine).
+$monitor = monitor_start();
+sql($n2, 'SELECT pg_reload_conf()');
 $n2->poll_query_until('postgres', 'SELECT count(*) = 0 FROM rp_elections()');
 my $owner_after_reload = $redis->cli('HGET', $leader_key, 'node');
+@mon = monitor_stop($monitor);
 $t1 = psql_finish($waiter);
 ok($t1 ne '', 'n1 takes over when n2 drops the election on reload');
 diag('handover (election dropped on reload, elector resigns) ' . ($t1 ne '' ? $t1 - $t0 : '?') . ' ms');
-ok($owner_after_reload ne 'n2', "n2's elector resigned in Redis before it dropped the election (owner then: '$owner_after_reload')");
+my $reload_del = grep { /"DEL" "\Q$leader_key\E"/ } @mon;
+ok($reload_del && $owner_after_reload ne 'n2',
+	"n2's elector resigned in Redis (its script deleted the leader key) before it dropped the election (owner then: '$owner_after_reload')");
 my ($rc, $out, $err) = $n2->psql('postgres', "SELECT rp_is_leader('$ELECTION')");
 like($err, qr/is not run by this server/, "n2's rp_is_leader('$ELECTION') is now an error, not false");
 sql($n2, 'ALTER SYSTEM RESET redis_primitives.elections');
 sql($n2, 'SELECT pg_reload_conf()');
 wait_row($n2);
 $n2->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
-is(state_of($n2), 'follower false', 'n2 runs the election again after the reload, as a follower');
+is(node_state($n2), 'follower false', 'n2 runs the election again after the reload, as a follower');
 
 # ---- failover: the leader's elector stalls -------------------------------
 my $epoch1 = node_epoch($n1);
@@ -125,7 +164,7 @@ my $epoch2 = node_epoch($n2);
 ok($epoch2 =~ /^\d+$/ && $epoch2 > $epoch1, "n2 leads with a higher epoch ($epoch2 > $epoch1)");
 # n1's elector, thawed, finds n2 in charge and steps down.
 $n1->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
-is(state_of($n1) . '|' . sql($n2, "SELECT rp_is_leader('$ELECTION')"), 'follower false|t',
+is(node_state($n1) . '|' . leaders($n2), 'follower false|t',
 	'after thawing, n1 follows and n2 leads');
 
 # ---- stepping down ends the belief at once, not at the deadline -----------

@@ -16,7 +16,6 @@ use RedisPrimitives::Test::Redis;
 use RedisPrimitives::Test::Node;
 use RedisPrimitives::Test::Election;
 
-*wait_until = \&RedisPrimitives::Test::Redis::wait_until;
 my $redis = RedisPrimitives::Test::Redis->new;
 my $n1 = election_node('n1', $redis);
 sub sql { return scalar $n1->safe_psql($_[1] // 'postgres', $_[0]); }

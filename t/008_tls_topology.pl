@@ -20,7 +20,6 @@ use RedisPrimitives::Test::Certs;
 use RedisPrimitives::Test::Redis;
 use RedisPrimitives::Test::Node;
 
-*wait_until = \&RedisPrimitives::Test::Redis::wait_until;
 my $R = 'RedisPrimitives::Test::Redis';
 my $C = RedisPrimitives::Test::Certs::make_certs(PostgreSQL::Test::Utils::tempdir('certs'));
 my $TLS = "SET redis_primitives.tls = 'verify-full'; SET redis_primitives.tls_ca_file = '$C/ca.crt'; "
@@ -34,7 +33,7 @@ my $pm = $R->new(name => 'master', tls => $C);
 my $pr = $R->new(name => 'replica', tls => $C, args => [ '--replicaof', '127.0.0.1', $pm->port ]);
 my $ps = $R->new(tls => $C, sentinel => { master => $pm, password => 'sentinel-Secret-77' });
 ok( wait_until(sub {
-			($pr->info('replication', 'master_link_status') // '') eq 'up'
+			$pr->link_up
 			  && grep { $_ eq $pr->port } split /\n/, $ps->cli_ok('SENTINEL', 'replicas', 'rpm') // '';
 		}),
 	'TLS-only master, replica and a sentinel requiring AUTH are up');
@@ -78,7 +77,7 @@ my $s = session($node);
 sq($s, "$TLS $SENT SET redis_primitives.sentinel_password = 'sentinel-Secret-77'");
 my $before = sq($s, "SELECT (rp_acquire('tls-fo', 60000)).fence");
 $ps->cli('SENTINEL', 'FAILOVER', 'rpm');
-ok(wait_until(sub { ($ps->cli_ok('SENTINEL', 'get-master-addr-by-name', 'rpm') // '') =~ /\n${\ $pr->port}$/ }),
+ok(wait_until(sub { $ps->master_port eq $pr->port }),
 	'sentinel failover: the replica is promoted');
 # Until the old master is demoted, a call may still land there and be lost
 # with it (asynchronous replication: docs/failures.md); wait for the demotion.
@@ -107,37 +106,11 @@ cmp_ok(min(@counts), '>=', 10, "every master holds a share (@counts)");
 # A slot range moves under load: MOVED and ASK point at TLS ports.
 my @names = split /\n/, sql(q{SELECT n FROM (SELECT 'tmig-' || i AS n FROM generate_series(1, 5000) i) s
            WHERE rp_key_slot('rp:{' || n || '}:lock') < 200 ORDER BY n LIMIT 4});
-my $names = join(',', map { "'$_'" } @names);
 my $filler = join('', map { my $n = $_; map { "SET rp:{$n}:filler:$_ x\n" } 1 .. 500 } @names);
 $cp[0]->cli(\$filler);
-sql(q{
-CREATE TABLE tlsclu_log (at timestamptz NOT NULL, name text, ok bool NOT NULL, state text, fence bigint);
-CREATE PROCEDURE tlsclu_load(secs float8, names text[]) LANGUAGE plpgsql AS $$
-DECLARE l rp_lease; n text; stop timestamptz := clock_timestamp() + secs * interval '1 second';
-BEGIN
-  WHILE clock_timestamp() < stop LOOP
-    FOREACH n IN ARRAY names LOOP
-      BEGIN
-        l := rp_acquire(n, 5000);
-        PERFORM rp_release(l);
-        INSERT INTO tlsclu_log VALUES (clock_timestamp(), n, true, NULL, l.fence);
-      EXCEPTION WHEN OTHERS THEN
-        INSERT INTO tlsclu_log VALUES (clock_timestamp(), n, false, SQLSTATE || ' ' || SQLERRM, NULL);
-        BEGIN PERFORM rp_release_all(); EXCEPTION WHEN OTHERS THEN NULL; END;
-      END;
-      COMMIT;
-    END LOOP;
-  END LOOP;
-END $$});
-my $loader = psql_start($node, "CALL tlsclu_load(6, ARRAY[$names])");
+my $loader = lease_load($node, 'tlsclu_log', 6, \@names);
 wait_until(sub { sql('SELECT count(*) FROM tlsclu_log WHERE ok') >= 20 });
-{
-	local $cp[0]{timeout} = 180;
-	ok( defined $cp[0]->cli_ok('--cluster', 'reshard', '127.0.0.1:' . $cp[0]->port,
-			'--cluster-from', $cp[0]->cli('CLUSTER', 'MYID'), '--cluster-to', $cp[1]->cli('CLUSTER', 'MYID'),
-			'--cluster-slots', '200', '--cluster-pipeline', '10', '--cluster-yes'),
-		'200 slots resharded over TLS while calls run');
-}
+ok($cp[0]->reshard($cp[1], 200), '200 slots resharded over TLS while calls run');
 psql_finish($loader);
 diag('during the move: ' . sql("SELECT count(*) FILTER (WHERE ok) || ' calls ok, ' || count(*) FILTER (WHERE NOT ok) || ' failed' FROM tlsclu_log"));
 is(sql('SELECT count(*) FROM tlsclu_log WHERE NOT ok'), '0',

@@ -1,7 +1,7 @@
 -- rp_acquire_all / rp_acquire_all_xact (issue 17): many locks, all or
 -- nothing, in one round trip; each name its own lease and fence.
 BEGIN;
-SELECT plan(28);
+SELECT plan(32);
 
 -- All of them: one lease per name, in the order given, each in Redis.
 CREATE TEMP TABLE got AS SELECT rp_acquire_all(ARRAY['all-a', 'all-b', 'all-c'], 10000) AS l;
@@ -55,6 +55,19 @@ SELECT throws_ok($$SELECT rp_acquire_all(ARRAY['x', 'y', 'x'], 1000)$$, '22023',
 SELECT throws_ok($$SELECT rp_acquire_all(ARRAY['x'], 0)$$, '22023', NULL, 'ttl_ms 0: 22023');
 SELECT throws_ok($$SELECT rp_acquire_all(ARRAY['x'], 1000, NULL)$$, '22004', NULL, 'NULL wait_ms: 22004');
 SELECT is((rp_lock_info('x')).held, false, 'a refused call took nothing');
+
+-- A held name is returned as it is only while its lease is live: one that
+-- expires while the call waits for the others is taken anew, never handed
+-- back expired (it may be someone else's by then).
+SELECT ok(rp_acquire('exp-a', 300) IS NOT NULL, 'the session holds exp-a for 300 ms');
+SELECT is(rp_test.redis('SET', rp_test.key('exp-b', 'lock'), 'other', 'PX', '1500'), 'OK',
+          'another client holds exp-b for 1.5 s');
+CREATE TEMP TABLE waited AS SELECT rp_acquire_all(ARRAY['exp-a', 'exp-b'], 10000, 8000) AS l;
+SELECT ok((SELECT (l[1]).expires_at > clock_timestamp() FROM waited),
+          'after the wait for exp-b, exp-a comes back with a live deadline');
+SELECT is(rp_test.redis('GET', rp_test.key('exp-a', 'lock')), (SELECT (l[1]).token FROM waited),
+          'and Redis holds exp-a under the token returned');
+SELECT rp_release_all();
 
 -- _xact: released when the (sub)transaction ends.
 SAVEPOINT s;

@@ -18,7 +18,6 @@
 # Its own PostgreSQL server: on the old code A crashes the server.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-source "$(dirname "$0")/tls_certs.bash"
 plan 10
 
 port=$(rp_free_port)
@@ -75,7 +74,7 @@ redis del "rp:{cf-discard}:lock" >/dev/null
 tls_make_certs "$RP_TMP/cf-tls"
 redis-server --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --dir "$RP_TMP" \
 	--pidfile "$RP_TMP/redis-$tport.pid" --logfile "$RP_TMP/redis-$tport.log" \
-	$(tls_redis_args "$RP_TMP/cf-tls" server) --tls-port "$tport" --tls-auth-clients no
+	$(tls_redis_args "$RP_TMP/cf-tls" server "$tport")
 wait_for 10 rp_port_taken "$tport"
 start=$(now_ms)
 out=$(CF 2>&1 <<SQL

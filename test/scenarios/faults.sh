@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Redis failing under a running backend.  For each fault: what the caller
-# sees (SQLSTATE, how long it took), that nothing is left half-done, and that
-# the next call works with no action from the user.
+# sees (SQLSTATE, how long it took), what is left behind (in the session; in
+# Redis where the fault lets Redis run the call), and that the next call
+# works with no action from the user.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 40
+plan 44
 
 # Redis is inside DEBUG SLEEP (its main thread in nanosleep, not epoll_wait).
 redis_asleep() { grep -q nanosleep "/proc/$(cat "$RP_TMP/redis-$REDIS_PORT.pid")/wchan"; }
@@ -35,9 +36,12 @@ rp_stop_redis "$REDIS_PORT"; rp_start_redis "$REDIS_PORT"
 is "$(session_q s "SELECT (rp_acquire('f2', 10000)).fence")" "1" "restart between calls is invisible"
 session_q s "SELECT rp_release_all()" >/dev/null
 
-# 4. Killed while a call is in flight: 08006, and nothing half-written.
-# In order, whatever the load: Redis asleep (DEBUG SLEEP), the call sent and
-# waiting for its reply, then the kill.
+# 4. Killed while a call is in flight: 08006, the session believes it holds
+# nothing, and the next call works.  In order, whatever the load: Redis
+# asleep (DEBUG SLEEP), the call sent and waiting for its reply, then the
+# kill.  Redis never read the call and restarts empty, so nothing in Redis is
+# asserted here: that a script is never half-run is Redis' guarantee (one
+# Redis ran and kept is a whole acquire nobody holds: an orphan, see 5b).
 session_q s "SET redis_primitives.command_timeout = '10s'" >/dev/null
 spid=$(session_pid s)
 redis debug sleep 10 >/dev/null 2>&1 & sleeper=$!
@@ -59,11 +63,31 @@ session_q s "SELECT rp_release_all(); RESET redis_primitives.command_timeout" >/
 # The hang is in place before the call (a paused or sleeping Redis is seen
 # so), lasts 4 s, long past the call's end, and is waited out, not slept
 # through; the call is timed by the server (session_timed).
+# The naive twin of a timeout: a client that gives up on a reply but keeps
+# its connection (bash's /dev/tcp, Redis' inline protocol).  It sends its
+# command with ours and gives up when ours timed out (Redis still hung), so
+# it takes no time of its own from the hang.
+naive_send() {  # command
+	exec {naive_fd}<>"/dev/tcp/127.0.0.1/$REDIS_PORT"
+	printf '%s\r\n' "$1" >&"$naive_fd"
+}
+naive_give_up() {
+	if read -t 0.1 -r -u "$naive_fd" _; then naive_first=answered; else naive_first="timed out"; fi
+}
+naive_next() {  # command: send it on the same connection, print the reply read
+	local line=
+	printf '%s\r\n' "$1" >&"$naive_fd"
+	read -t 10 -r -u "$naive_fd" line
+	exec {naive_fd}>&-
+	echo "$naive_first, then ${line%$'\r'}"
+}
 hang_test() {  # label start-hang-cmd end-hang-cmd
 	local label=$1 out
 	eval "$2"
 	sleep 0.2
+	naive_send "SET naive-$label mine"
 	session_timed s "SELECT rp_acquire('hang-$label', 3000)"
+	naive_give_up
 	is "$TIMED_OUT" "ERROR:  08006" "$label: the call fails with 08006"
 	cmp_ok "$TIMED_MS" -ge 900 "$label: not before command_timeout ($TIMED_MS ms)"
 	cmp_ok "$TIMED_MS" -lt 4000 "$label: and not long after it"
@@ -72,6 +96,9 @@ hang_test() {  # label start-hang-cmd end-hang-cmd
 	# nobody holds that token, so it is an orphan that expires by its TTL.
 	out=$(session_q s "SELECT held, fence FROM rp_lock_info('other-$label')")
 	is "$out" "f|" "$label: the next command gets its own answer, not the late one"
+	# The key does not exist: GET's own answer would be $-1 (nil).
+	is "$(naive_next "GET other-$label")" "timed out, then +OK" \
+		"$label: naive: a client that keeps its connection after a timeout reads the late reply (+OK) as its GET's answer"
 }
 hang_test debug_sleep "redis debug sleep 4 >/dev/null 2>&1 & wait_for 30 redis_asleep" "redis ping >/dev/null"
 hang_test client_pause "redis client pause 4000 >/dev/null" "redis ping >/dev/null"
@@ -93,6 +120,20 @@ ttl=$(redis pttl "$(key orphan lock)")
 cmp_ok "${ttl:--2}" -gt 30000 "Redis ran it on waking: an orphaned 60 s lease that nobody holds"
 session_q s "SELECT held FROM rp_lock_info('something-else')" >/dev/null
 is "$(redis exists "$(key orphan lock)")" "0" "the session released the orphan once Redis answered again"
+
+# 5c. A call sent while Redis is still hung after a timeout: the timed-out
+# connection must be gone, not kept (on a kept one, the next call reads the
+# timed-out call's late reply first; the hang tests above send their next
+# call after the late reply arrived, when the stale connection is seen and
+# dropped anyway).  The second call waits up to 30 s, over the thaw.
+kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
+out=$(session_q s "SELECT rp_acquire('stale-1', 60000)")
+( session_q s "SET redis_primitives.command_timeout = '30s'; SELECT held, fence FROM rp_lock_info('stale-2'); RESET redis_primitives.command_timeout" >"$RP_TMP/stale.out" ) & caller=$!
+wait_for 30 "waiting_on_redis $spid 'rp_lock_info(%stale-2'"
+kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
+wait $caller
+is "$out|$(cat "$RP_TMP/stale.out")" "ERROR:  08006|f|" \
+	"a call sent while Redis is still hung after a timeout gets its own answer (the timed-out connection was dropped)"
 
 # 6. statement_timeout and cancel end a hung call sooner than command_timeout.
 session_q s "SET redis_primitives.command_timeout = '30s'; SET statement_timeout = '300ms'" >/dev/null

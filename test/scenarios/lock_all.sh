@@ -8,21 +8,14 @@
 # takes all or nothing in one script, and a waiting call holds nothing, so
 # the two always both get through.  Also: one round trip to take ten names
 # and one to release them (Redis' own INFO commandstats, on a Redis of this
-# test's own), and a cancel during the wait leaves nothing held.
+# test's own), a cancel during the wait leaves nothing held, and a backend
+# terminated after the script was sent leaves none of its names held.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-plan 12
+plan 16
 
-RPORT=$(rp_free_port)
-rp_start_redis "$RPORT" || { echo "Bail out! no Redis"; exit 1; }
-trap 'rp_stop_redis "$RPORT"' EXIT
-export PGOPTIONS="-c redis_primitives.port=$RPORT"
-rc() { redis-cli -p "$RPORT" "$@"; }
-round_trips() {
-	rc INFO commandstats | tr -d '\r' |
-		awk -F'[=:,]' '/^cmdstat_evalsha:|^cmdstat_eval:/ { n += $3 } END { print n + 0 }'
-}
+own_redis
 
 # --- One round trip for ten names, one to release them ---------------------
 q "SELECT rp_acquire_all(ARRAY['warm'], 1000)" "SELECT rp_release_all()" >/dev/null  # scripts cached
@@ -88,6 +81,37 @@ state=$(psql -X -At -q -d "$RP_DB" -v VERBOSITY=sqlstate -c "SET statement_timeo
 	-c "SELECT rp_acquire_all(ARRAY['c-1', 'c-2'], 10000, 5000)" 2>&1 | sed -n 's/^ERROR:  *\([0-9A-Z]\{5\}\).*/\1/p')
 is "$state" "57014" "statement_timeout ends the wait (57014)"
 is "$(rc EXISTS "rp:{c-1}:lock")" "0" "and nothing is left held"
+
+# --- Terminated after the script was sent: no name is stranded --------------
+# The session is connected, then Redis sleeps 4 s; rp_acquire_all of three
+# names with a 600 s TTL is sent and waits; the backend is terminated.  Redis
+# runs the script on waking, granting three leases whose tokens only the dead
+# backend knew.  Every name was recorded before sending, so the exit (or the
+# background worker it hands them to) releases all three within seconds.
+session_open t
+session_q t "SET redis_primitives.command_timeout = '10s'" >/dev/null
+session_q t "SELECT (rp_lock_info('tm-1')).held" >/dev/null
+pid=$(session_pid t)
+rc DEBUG SLEEP 4 >/dev/null 2>&1 & sleeper=$!
+for i in $(seq 50); do timeout 1 redis-cli -p "$RPORT" ping >/dev/null 2>&1 || break; sleep 0.05; done
+printf '%s\n' "SELECT rp_acquire_all(ARRAY['tm-1', 'tm-2', 'tm-3'], 600000);" >&"$_fd_t"
+for i in $(seq 40); do
+	[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND state = 'active' AND query LIKE '%rp_acquire_all(%'")" = 1 ] && break
+	sleep 0.05
+done
+sleep 0.2
+is "$(q "SELECT state FROM pg_stat_activity WHERE pid = $pid")" "active" \
+	"rp_acquire_all waits on the sleeping Redis when its backend is terminated"
+q "SELECT pg_terminate_backend($pid)" >/dev/null
+wait $sleeper; t=$(now_ms)
+session_close t
+wait_for 10 '[ "$(rc GET "rp:{tm-3}:fence")" = 1 ]'
+is "$(rc MGET "rp:{tm-1}:fence" "rp:{tm-2}:fence" "rp:{tm-3}:fence" | tr '\n' ' ')" "1 1 1 " \
+	"Redis ran the script on waking: three real leases (fence 1 each)"
+wait_for 5 '[ "$(rc EXISTS "rp:{tm-1}:lock" "rp:{tm-2}:lock" "rp:{tm-3}:lock")" = 0 ]'
+ok $? "all three are released within seconds, not left for 600 s ($(( $(now_ms) - t )) ms)"
+rc SET naive:tm tok NX PX 600000 >/dev/null
+cmp_ok "$(rc PTTL naive:tm)" -gt 500000 "naive twin: a SET NX PX whose client died keeps its key for the whole TTL"
 
 # --- Redis Cluster: the names must share a hash slot -----------------------
 # One node serving every slot is a whole cluster: enough to see the check.

@@ -10,6 +10,8 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 plan 16
 
 rows() { q "SELECT name || ':' || scope FROM rp_locks WHERE pid = $1 ORDER BY name" | tr '\n' ' '; }
+# after SQL ROWS DESCRIPTION: the holder session runs SQL, then its rows are ROWS.
+after() { session_q obsh "$1" >/dev/null; is "$(rows "$hpid")" "$2" "$3"; }
 
 rm -f "$RP_TMP/obsh.in"
 session_open obsh
@@ -26,26 +28,19 @@ before=$(q "SELECT expires_at FROM rp_locks WHERE name = 'account-42'")
 session_q obsh "SELECT rp_extend((SELECT l FROM hl), 120000) IS NOT NULL" >/dev/null
 is "$(q "SELECT expires_at > '$before'::timestamptz + interval '60 s' FROM rp_locks WHERE name = 'account-42'")" "t" \
 	"rp_extend moves expires_at"
-session_q obsh "SELECT rp_acquire('account-42', 30000) IS NOT NULL" >/dev/null
-is "$(rows "$hpid")" "account-42:session " "acquiring a name the session holds leaves one row"
+after "SELECT rp_acquire('account-42', 30000) IS NOT NULL" "account-42:session " "acquiring a name the session holds leaves one row"
 
-session_q obsh "BEGIN; SELECT rp_acquire_xact('tx-1', 30000) IS NOT NULL; SAVEPOINT s; SELECT rp_acquire_xact('tx-2', 30000) IS NOT NULL" >/dev/null
-is "$(rows "$hpid")" "account-42:session tx-1:xact tx-2:xact " "transaction leases are shown with scope xact"
-session_q obsh "ROLLBACK TO s" >/dev/null
-is "$(rows "$hpid")" "account-42:session tx-1:xact " "a rolled-back subtransaction's lease disappears with it"
-session_q obsh "COMMIT" >/dev/null
-is "$(rows "$hpid")" "account-42:session " "the transaction's leases disappear at COMMIT"
+after "BEGIN; SELECT rp_acquire_xact('tx-1', 30000) IS NOT NULL; SAVEPOINT s; SELECT rp_acquire_xact('tx-2', 30000) IS NOT NULL" "account-42:session tx-1:xact tx-2:xact " "transaction leases are shown with scope xact"
+after "ROLLBACK TO s" "account-42:session tx-1:xact " "a rolled-back subtransaction's lease disappears with it"
+after "COMMIT" "account-42:session " "the transaction's leases disappear at COMMIT"
 session_q obsh "SELECT rp_acquire('short', 200) IS NOT NULL" >/dev/null
 sleep 0.4
 is "$(q "SELECT expired FROM rp_locks WHERE name = 'short'")" "t" \
 	"a lease past its local deadline is still shown (the session believes it), marked expired"
-session_q obsh "SELECT rp_release('short')" >/dev/null
-is "$(rows "$hpid")" "account-42:session " "rp_release(name) removes the row"
-session_q obsh "SELECT rp_release_all()" >/dev/null
-is "$(rows "$hpid")" "" "rp_release_all removes every row of the session"
+after "SELECT rp_release('short')" "account-42:session " "rp_release(name) removes the row"
+after "SELECT rp_release_all()" "" "rp_release_all removes every row of the session"
 session_q obsh "SELECT rp_acquire('pooled', 30000) IS NOT NULL" >/dev/null
-session_q obsh "DISCARD ALL" >/dev/null
-is "$(rows "$hpid")" "" "DISCARD ALL (a pooler's reset) releases the session's leases: their rows go too"
+after "DISCARD ALL" "" "DISCARD ALL (a pooler's reset) releases the session's leases: their rows go too"
 
 # A backend ended by FATAL (pg_terminate_backend) leaves no ghost row.  The
 # naive twin, a table the application keeps (insert after acquiring, delete

@@ -21,22 +21,16 @@
 #      key alone, holding a refusal for the window -- answers differently;
 #   3. shadow-mode calls are never answered from it, a reset on this server
 #      clears it, rp_stats counts cached refusals as refused calls, and once
-#      retry_after has passed the next call reaches Redis and is admitted.
+#      retry_after has passed the next call reaches Redis and is admitted;
+#   4. an admission under another limit whose reply was lost (the call timed
+#      out, Redis ran it later) clears that key's refusals as an answered
+#      one does.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-plan 19
+plan 22
 
-RPORT=$(rp_free_port)
-rp_start_redis "$RPORT" || { echo "Bail out! no Redis"; exit 1; }
-trap 'rp_stop_redis "$RPORT"' EXIT
-export PGOPTIONS="-c redis_primitives.port=$RPORT"
-rc() { redis-cli -p "$RPORT" "$@"; }
-# Every script call Redis counted: EVALSHA and EVAL (after NOSCRIPT).
-round_trips() {
-	rc INFO commandstats | tr -d '\r' |
-		awk -F'[=:,]' '/^cmdstat_evalsha:|^cmdstat_eval:/ { n += $3 } END { print n + 0 }'
-}
+own_redis
 hits() { q "SELECT hits FROM rp_ratelimit_cache_info()"; }
 
 is "$(q "SELECT enabled AND capacity > 0 FROM rp_ratelimit_cache_info()")" "t" \
@@ -176,5 +170,33 @@ b=$(round_trips)
 r=$(rf "SELECT rp_ratelimit('rf', 2, 4000, 1, 'gcra')")
 is "$out$r:$(( $(round_trips) - b ))" "t t 2000 f:1" \
 	"past retry_after (2000 ms) the cached refusal has expired: the next call asks Redis (1 round trip)"
+
+
+# --- 4. An admission under another limit whose reply was lost --------------
+# The call times out (command_timeout 300 ms, Redis asleep) but its bytes were
+# sent, and Redis runs it on waking.  Pinned clock 1000000: under (1, 60000)
+# sliding_window's bucket starts at 960000, under (1, 50000) at 1000000, so
+# that admission starts the key afresh and Redis then admits a (1, 60000)
+# call -- which a refusal still cached from before would answer "no".
+lost() {  # cache(on|off): the four answers
+	local a sleeper
+	LOSTKEY="rp:{lost-$1}:rl:sliding_window"
+	q "SELECT rp_ratelimit_reset('lost-$1')" >/dev/null
+	session_open "l$1"
+	session_q "l$1" "SET redis_primitives.ratelimit_cache = $1; SET redis_primitives.ratelimit_clock_ms = '1000000'; SET redis_primitives.command_timeout = 300" >/dev/null
+	a=$(session_q "l$1" "SELECT rp_ratelimit('lost-$1', 1, 60000, 1, 'sliding_window')")
+	a="$a $(session_q "l$1" "SELECT rp_ratelimit('lost-$1', 1, 60000, 1, 'sliding_window')")"
+	rc DEBUG SLEEP 2 >/dev/null 2>&1 & sleeper=$!
+	for i in $(seq 50); do timeout 1 redis-cli -p "$RPORT" ping >/dev/null 2>&1 || break; sleep 0.05; done
+	a="$a $(session_q "l$1" "SELECT rp_ratelimit('lost-$1', 1, 50000, 1, 'sliding_window')" | sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\).*/\1/p')"
+	wait $sleeper
+	wait_for 10 '[ "$(rc HGET "$LOSTKEY" s)" = 1000000 ]' || a="$a (Redis did not run it)"
+	a="$a $(session_q "l$1" "SELECT rp_ratelimit('lost-$1', 1, 60000, 1, 'sliding_window')")"
+	session_close "l$1"
+	echo "$a"
+}
+is "$(lost off)" "t f 08006 t" "cache off: refused, the other limit's call times out (Redis runs it later), then admitted"
+is "$(lost on)" "t f 08006 t" "cache on: the same answers (the lost admission cleared the cached refusal)"
+is "$(q "SELECT rp_ratelimit_reset('lost-on')")" "t" "(the key existed)"
 
 finish

@@ -50,6 +50,21 @@ wait_for() {
 	done
 }
 redis() { redis-cli -p "$REDIS_PORT" "$@"; }
+# own_redis: a Redis of this test's own on port RPORT (stopped on exit; needs
+# scripts/lib.sh), used by every call of the test (PGOPTIONS), so that Redis'
+# counts are this test's alone.  rc talks to it; round_trips prints how many
+# script calls it served (EVALSHA, and EVAL after NOSCRIPT).
+own_redis() {
+	RPORT=$(rp_free_port)
+	rp_start_redis "$RPORT" || { echo "Bail out! no Redis"; exit 1; }
+	trap 'rp_stop_redis "$RPORT"' EXIT
+	export PGOPTIONS="-c redis_primitives.port=$RPORT"
+}
+rc() { redis-cli -p "$RPORT" "$@"; }
+round_trips() {
+	rc INFO commandstats | tr -d '\r' |
+		awk -F'[=:,]' '/^cmdstat_evalsha:|^cmdstat_eval:/ { n += $3 } END { print n + 0 }'
+}
 key() { echo "rp:{$1}:$2"; }
 
 # Barriers: a holder session takes an exclusive advisory lock; callers block

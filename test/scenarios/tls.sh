@@ -29,7 +29,6 @@
 # Sentinel and Cluster over TLS: t/008_tls_topology.pl.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-source "$(dirname "$0")/tls_certs.bash"
 plan 46
 
 declare -A PORT
@@ -52,7 +51,7 @@ start_tls() {  # name cert-basename [extra args]
 	local n=$1 crt=$2; shift 2
 	redis-server --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --dir "$RP_TMP" \
 		--pidfile "$RP_TMP/redis-${PORT[$n]}.pid" --logfile "$RP_TMP/redis-${PORT[$n]}.log" \
-		$(tls_redis_args "$C" "$crt") --tls-port "${PORT[$n]}" --tls-auth-clients no "$@"
+		$(tls_redis_args "$C" "$crt" "${PORT[$n]}") "$@"
 }
 tls_ping() {  # port
 	redis-cli --tls --cacert "$C/ca.crt" --cert "$C/client.crt" --key "$C/client.key" -p "$1" ping 2>/dev/null
@@ -91,6 +90,10 @@ said() {  # pattern description: the last error message contains pattern
 	ok $rc "$2"
 	[ $rc -eq 0 ] || sed 's/^/#   /' "$RP_TMP/tls-last"
 }
+# works / refused PORT MODE SETTINGS DESCRIPTION: $WORK over TLS MODE to
+# PORT succeeds / fails with 08001 (the message is kept for said).
+works() { is "$(with "$(at "$1" "$2" "$3")" "$WORK")" "t" "$4"; }
+refused() { is "$(state "$(at "$1" "$2" "$3")" "$WORK")" "08001" "$4"; }
 at() {  # port mode [more settings]
 	echo "SET redis_primitives.host = '127.0.0.1'; SET redis_primitives.port = $1; SET redis_primitives.tls = '$2'; SET redis_primitives.connect_timeout = 3000; ${3:-}"
 }
@@ -98,50 +101,50 @@ CA="SET redis_primitives.tls_ca_file = '$C/ca.crt';"
 WORK="SELECT (rp_acquire('tls-lock', 10000)).fence IS NOT NULL AND rp_release('tls-lock') AND rp_ratelimit('tls-rl', 5, 1000)"
 
 # ---- A. each mode against a good server ---------------------------------------
-is "$(with "$(at "${PORT[good]}" require)" "$WORK")" "t" "require: acquire, release and rate limit over TLS"
-is "$(with "$(at "${PORT[good]}" verify-ca "$CA")" "$WORK")" "t" "verify-ca with the right CA"
-is "$(with "$(at "${PORT[good]}" verify-full "$CA")" "$WORK")" "t" "verify-full, host 127.0.0.1 matches the certificate's IP SAN"
-is "$(with "$(at "${PORT[good]}" verify-full "$CA SET redis_primitives.host = 'localhost';")" "$WORK")" "t" \
+works "${PORT[good]}" require "" "require: acquire, release and rate limit over TLS"
+works "${PORT[good]}" verify-ca "$CA" "verify-ca with the right CA"
+works "${PORT[good]}" verify-full "$CA" "verify-full, host 127.0.0.1 matches the certificate's IP SAN"
+works "${PORT[good]}" verify-full "$CA SET redis_primitives.host = 'localhost';" \
 	"verify-full, host localhost matches the certificate's DNS SAN"
 calls=$(redis-cli --tls --cacert "$C/ca.crt" -p "${PORT[good]}" info commandstats | tr -d '\r' |
 	sed -n 's/^cmdstat_eval\(sha\)\{0,1\}:calls=\([0-9]*\),.*/\2/p' | paste -sd+ | bc)
 cmp_ok "${calls:-0}" -ge 12 "the calls reached the TLS-only server ($calls script calls there)"
 
 # ---- A/B. verification refuses what it must -------------------------------------
-is "$(with "$(at "${PORT[other]}" verify-ca "$CA")" "$WORK")" "t" "verify-ca accepts a CA-signed certificate for another name"
-is "$(state "$(at "${PORT[other]}" verify-full "$CA")" "$WORK")" "08001" "verify-full refuses a certificate for another name"
+works "${PORT[other]}" verify-ca "$CA" "verify-ca accepts a CA-signed certificate for another name"
+refused "${PORT[other]}" verify-full "$CA" "verify-full refuses a certificate for another name"
 said 'does not match the name "127.0.0.1"' "... saying the certificate does not match the host"
-is "$(with "$(at "${PORT[other]}" verify-full "$CA SET redis_primitives.tls_server_name = 'other.example';")" "$WORK")" "t" \
+works "${PORT[other]}" verify-full "$CA SET redis_primitives.tls_server_name = 'other.example';" \
 	"verify-full accepts it with tls_server_name naming it"
-is "$(state "$(at "${PORT[good]}" verify-ca "SET redis_primitives.tls_ca_file = '$C/ca2.crt';")" "$WORK")" "08001" \
+refused "${PORT[good]}" verify-ca "SET redis_primitives.tls_ca_file = '$C/ca2.crt';" \
 	"verify-ca with the wrong CA is refused"
 said 'not signed by a trusted certificate authority' "... saying the CA is unknown"
-is "$(state "$(at "${PORT[expired]}" verify-ca "$CA")" "$WORK")" "08001" "verify-ca refuses an expired certificate"
+refused "${PORT[expired]}" verify-ca "$CA" "verify-ca refuses an expired certificate"
 said 'has expired' "... saying it has expired"
 # The naive twin of verification: "require" checks nothing, as in libpq.
-is "$(with "$(at "${PORT[expired]}" require)" "$WORK")" "t" \
+works "${PORT[expired]}" require "" \
 	"require (no CA file) does not verify: it accepts the expired certificate (documented)"
 
 # ---- B. mutual TLS ----------------------------------------------------------------
-is "$(state "$(at "${PORT[mtls]}" verify-full "$CA")" "$WORK")" "08001" "mutual TLS without a client certificate is refused at connect"
+refused "${PORT[mtls]}" verify-full "$CA" "mutual TLS without a client certificate is refused at connect"
 said 'requires a client certificate' "... saying the server requires a client certificate"
-is "$(with "$(at "${PORT[mtls]}" verify-full "$CA SET redis_primitives.tls_cert_file = '$C/client.crt'; SET redis_primitives.tls_key_file = '$C/client.key';")" "$WORK")" "t" \
+works "${PORT[mtls]}" verify-full "$CA SET redis_primitives.tls_cert_file = '$C/client.crt'; SET redis_primitives.tls_key_file = '$C/client.key';" \
 	"mutual TLS with the client certificate"
-is "$(state "$(at "${PORT[mtls]}" verify-full "$CA SET redis_primitives.tls_cert_file = '$C/client2.crt'; SET redis_primitives.tls_key_file = '$C/client2.key';")" "$WORK")" "08001" \
+refused "${PORT[mtls]}" verify-full "$CA SET redis_primitives.tls_cert_file = '$C/client2.crt'; SET redis_primitives.tls_key_file = '$C/client2.key';" \
 	"a client certificate from another CA is refused at connect"
 said 'refused the client certificate' "... saying the server refused it"
 
 # ---- B. plain client on a TLS port, TLS client on a plain port ---------------------
 # The password makes AUTH the first command, sent by the connect itself; without
 # one the first command is the caller's own: both are refused at connect.
-is "$(state "$(at "${PORT[good]}" off)" "$WORK")" "08001" "plain client on a TLS port (AUTH first) is refused at connect"
+refused "${PORT[good]}" off "" "plain client on a TLS port (AUTH first) is refused at connect"
 said 'before answering the first command; the server may be speaking TLS' "... saying the server may be speaking TLS"
 said 'HINT:.*set redis_primitives.tls' "... with a hint naming the setting"
 msg=$(psql -X -At -q -v VERBOSITY=verbose -d "$RP_DB" -c "$(at "${PORT[good]}" off)" -c "$WORK" 2>&1 >/dev/null)
 echo "$msg" >>"$RP_TMP/tls-messages"
 is "$(echo "$msg" | sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\):.*/\1/p')" "08001" \
 	"plain client on a TLS port, no password (the caller's command first): 08001 too"
-is "$(state "$(at "$REDIS_PORT" require)" "$WORK")" "08001" "TLS client on a plain port is refused at connect"
+refused "$REDIS_PORT" require "" "TLS client on a plain port is refused at connect"
 said 'not speaking TLS' "... saying the server is not speaking TLS"
 # Every message of this file so far, against every line of every key, and the
 # password.

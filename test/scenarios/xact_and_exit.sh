@@ -8,6 +8,8 @@ source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
 plan 22
 held() { q "SELECT (rp_lock_info('$1')).held"; }
+# in_s SQL OUTPUT DESCRIPTION: session s runs SQL; its output, on one line, is OUTPUT.
+in_s() { is "$(echo $(session_q s "$1"))" "$2" "$3"; }
 poll_free() {  # name : ms until the lock is free (or 5000)
 	local t; t=$(now_ms)
 	for i in $(seq 100); do [ "$(held "$1")" = f ] && break; sleep 0.05; done
@@ -21,21 +23,15 @@ out=$(q "BEGIN" "SELECT (rp_acquire_xact('x2', 30000)).fence IS NOT NULL" "ROLLB
 is "$(echo $out)" "t f" "released at ROLLBACK"
 
 session_open s
-out=$(session_q s "BEGIN; SELECT (rp_acquire_xact('x3', 30000)).fence IS NOT NULL; SELECT 1/0; ROLLBACK; SELECT (rp_lock_info('x3')).held")
-is "$(echo $out)" "t ERROR: 22012 f" "released when an error aborts the transaction"
+in_s "BEGIN; SELECT (rp_acquire_xact('x3', 30000)).fence IS NOT NULL; SELECT 1/0; ROLLBACK; SELECT (rp_lock_info('x3')).held" "t ERROR: 22012 f" "released when an error aborts the transaction"
 
-out=$(session_q s "BEGIN; SAVEPOINT a; SELECT (rp_acquire_xact('x4', 30000)).fence IS NOT NULL; ROLLBACK TO a; SELECT (rp_lock_info('x4')).held; SELECT count(*) FROM rp_leases()")
-is "$(echo $out)" "t f 0" "taken in a subtransaction that rolls back: released at the rollback"
-out=$(session_q s "SAVEPOINT b; SELECT (rp_acquire_xact('x4b', 30000)).fence IS NOT NULL; RELEASE b; SELECT (rp_lock_info('x4b')).held; COMMIT; SELECT (rp_lock_info('x4b')).held")
-is "$(echo $out)" "t t f" "taken in a subtransaction that commits: held until the top-level COMMIT"
+in_s "BEGIN; SAVEPOINT a; SELECT (rp_acquire_xact('x4', 30000)).fence IS NOT NULL; ROLLBACK TO a; SELECT (rp_lock_info('x4')).held; SELECT count(*) FROM rp_leases()" "t f 0" "taken in a subtransaction that rolls back: released at the rollback"
+in_s "SAVEPOINT b; SELECT (rp_acquire_xact('x4b', 30000)).fence IS NOT NULL; RELEASE b; SELECT (rp_lock_info('x4b')).held; COMMIT; SELECT (rp_lock_info('x4b')).held" "t t f" "taken in a subtransaction that commits: held until the top-level COMMIT"
 # Inside an open transaction, checked before COMMIT: the commit would release
 # the lease anyway, so only this shows the block's own release.
-out=$(session_q s "BEGIN; DO \$\$ BEGIN BEGIN PERFORM rp_acquire_xact('x5', 30000); PERFORM 1/0; EXCEPTION WHEN division_by_zero THEN NULL; END; END \$\$; SELECT (rp_lock_info('x5')).held; SELECT count(*) FROM rp_leases(); COMMIT")
-is "$(echo $out)" "f 0" "taken in a PL/pgSQL block whose exception was caught: released with the block, before the transaction ends"
-out=$(session_q s "BEGIN; SELECT (rp_acquire_xact('xp', 30000)).fence IS NOT NULL; PREPARE TRANSACTION 'rp_px'; SELECT (rp_lock_info('xp')).held")
-is "$(echo $out)" "t ERROR: 0A000 f" "PREPARE TRANSACTION with an xact lease is refused (0A000), and the lease released with the abort"
-out=$(session_q s "BEGIN; SELECT (rp_acquire('x6', 30000)).fence IS NOT NULL; ROLLBACK; SELECT (rp_lock_info('x6')).held; SELECT rp_release('x6')")
-is "$(echo $out)" "t t t" "a session lease (rp_acquire) survives ROLLBACK, like pg_advisory_lock"
+in_s "BEGIN; DO \$\$ BEGIN BEGIN PERFORM rp_acquire_xact('x5', 30000); PERFORM 1/0; EXCEPTION WHEN division_by_zero THEN NULL; END; END \$\$; SELECT (rp_lock_info('x5')).held; SELECT count(*) FROM rp_leases(); COMMIT" "f 0" "taken in a PL/pgSQL block whose exception was caught: released with the block, before the transaction ends"
+in_s "BEGIN; SELECT (rp_acquire_xact('xp', 30000)).fence IS NOT NULL; PREPARE TRANSACTION 'rp_px'; SELECT (rp_lock_info('xp')).held" "t ERROR: 0A000 f" "PREPARE TRANSACTION with an xact lease is refused (0A000), and the lease released with the abort"
+in_s "BEGIN; SELECT (rp_acquire('x6', 30000)).fence IS NOT NULL; ROLLBACK; SELECT (rp_lock_info('x6')).held; SELECT rp_release('x6')" "t t t" "a session lease (rp_acquire) survives ROLLBACK, like pg_advisory_lock"
 
 # The commit-time check.  A 300 ms lease expires mid-transaction and another
 # holder takes the lock; the naive transaction commits its write anyway.
@@ -54,8 +50,7 @@ out=$(lost_lease true verified)
 is "$out" "ERROR:  RP002" "with verify_at_commit, COMMIT fails with RP002"
 is "$(q "SELECT count(*) FROM ledger WHERE entry = 'verified'")" "0" "and the write is rolled back"
 q "SELECT rp_test.redis('DEL', rp_test.key('x7', 'lock'))" >/dev/null
-out=$(session_q s "BEGIN; SELECT rp_acquire_xact('x7', 30000, 0, 0, true) IS NOT NULL; INSERT INTO ledger VALUES ('kept'); COMMIT; SELECT count(*) FROM ledger WHERE entry = 'kept'; SELECT (rp_lock_info('x7')).held")
-is "$(echo $out)" "t 1 f" "a lease still held passes the check; the commit lands and releases it"
+in_s "BEGIN; SELECT rp_acquire_xact('x7', 30000, 0, 0, true) IS NOT NULL; INSERT INTO ledger VALUES ('kept'); COMMIT; SELECT count(*) FROM ledger WHERE entry = 'kept'; SELECT (rp_lock_info('x7')).held" "t 1 f" "a lease still held passes the check; the commit lands and releases it"
 
 # Release at transaction end never raises, even with Redis hung.
 session_q s "BEGIN; SELECT rp_acquire_xact('x8', 2000) IS NOT NULL" >/dev/null

@@ -9,8 +9,7 @@
 #   client2.crt/key   client certificate signed by ca2
 #
 # The one thing to know before editing: this is the only copy of the
-# recipe; the bash scenarios' tls_make_certs (test/scenarios/tls_certs.bash)
-# runs it as
+# recipe; the bash tests' tls_make_certs (scripts/lib.sh) runs it as
 #   perl -I t/lib -MRedisPrimitives::Test::Certs -e 'RedisPrimitives::Test::Certs::make_certs(@ARGV)' DIR
 # so it must not use the PostgreSQL::Test modules (IPC::Run only).  Keys are unencrypted,
 # mode 600, owned by whoever ran it.

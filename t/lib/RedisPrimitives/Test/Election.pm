@@ -5,7 +5,7 @@
 #   wait_leader($n1, 'true', 5000)   polled inside the server every 2 ms:
 #                                    the wall-clock ms at which rp_elections()
 #                                    said is_leader = want, or '' (timeout)
-#   node_epoch($n1)  elector_pid($n1)  wait_row($n1)
+#   node_epoch($n1)  node_state($n1)  leaders($n1, $n2)  elector_pid($n1)  wait_row($n1)
 #
 # The one thing to know before editing: the lease is short (400 ms, renew
 # 100 ms, margin 100 ms) so that failures happen in test time; a check on
@@ -17,12 +17,10 @@ use strict;
 use warnings;
 
 use Exporter 'import';
-use PostgreSQL::Test::Cluster;
-use Test::More;
 use IPC::Run;
 use RedisPrimitives::Test::Node;
 
-our @EXPORT = qw(election_node wait_leader wait_row node_epoch elector_pid waiter_running
+our @EXPORT = qw(election_node wait_leader wait_row node_epoch node_state leaders elector_pid waiter_running
   $LEASE $RENEW $MARGIN $ELECTION);
 our ($LEASE, $RENEW, $MARGIN, $ELECTION) = (400, 100, 100, 'job');
 
@@ -85,6 +83,11 @@ sub node_epoch
 	my ($node) = @_;
 	return scalar $node->safe_psql('postgres', "SELECT epoch FROM rp_elections() WHERE name = '$ELECTION'");
 }
+
+# 'state is_leader' of the node's election ('follower false'); each node's
+# rp_is_leader, joined by '|' ('t|f').
+sub node_state { return scalar $_[0]->safe_psql('postgres', "SELECT state || ' ' || is_leader FROM rp_elections()"); }
+sub leaders { return join('|', map { scalar $_->safe_psql('postgres', "SELECT rp_is_leader('$ELECTION')") } @_); }
 
 # The elector is a background worker without a database connection, so it
 # is not in pg_stat_activity: find it among the postmaster's children.

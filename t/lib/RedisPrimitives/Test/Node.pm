@@ -8,7 +8,10 @@
 #                                  an error reads "ERROR:  <SQLSTATE>"
 #   my $p = psql_start($node, $sql);  psql_finish($p)   a statement run in
 #                                  the background (a load, a waiter)
+#   my $p = lease_load($node, 'log', $secs, \@names)   lock calls in
+#                                  the background, each logged in a table
 #   now_ms()                       wall-clock milliseconds
+#   wait_until(sub { ... }, $secs) poll until true, or the harness's timeout
 #
 # The one thing to know before editing: every helper runs psql against
 # the node's own socket as the superuser the harness made; settings that
@@ -23,9 +26,9 @@ use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use IPC::Run;
-use Time::HiRes;
+use Time::HiRes qw(usleep);
 
-our @EXPORT = qw(rp_node sqlstate session sq psql_start psql_finish now_ms);
+our @EXPORT = qw(rp_node sqlstate session sq psql_start psql_finish lease_load now_ms wait_until);
 
 # A started node with the extension preloaded and created in "postgres";
 # $conf comes last in postgresql.conf.
@@ -45,13 +48,30 @@ sub rp_node
 
 sub now_ms { return int(Time::HiRes::time() * 1000); }
 
-# Run $sql (one or more statements, ON_ERROR_STOP) in database $db
-# (postgres); 'OK', or the SQLSTATE of the error.  In list context also the
+# Evaluate $cond every 50 ms until it returns true (returned) or $secs
+# (default: the harness's timeout, PG_TEST_TIMEOUT_DEFAULT) have passed
+# (false).  For what must happen eventually; a bound on how fast it happens
+# is a separate check on a measured time.
+sub wait_until
+{
+	my ($cond, $secs) = @_;
+	my $end = Time::HiRes::time() + ($secs // $PostgreSQL::Test::Utils::timeout_default);
+	while (1)
+	{
+		my $v = $cond->();
+		return $v if $v;
+		return 0 if Time::HiRes::time() > $end;
+		usleep(50_000);
+	}
+}
+
+# Run $sql (one or more statements, ON_ERROR_STOP) in database postgres;
+# 'OK', or the SQLSTATE of the error.  In list context also the
 # error text, verbose (for checks on what a message says or hides).
 sub sqlstate
 {
-	my ($node, $sql, $db) = @_;
-	my ($rc, $out, $err) = $node->psql($db // 'postgres', $sql,
+	my ($node, $sql) = @_;
+	my ($rc, $out, $err) = $node->psql('postgres', $sql,
 		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 	my $state = $rc == 0 && $err !~ /ERROR:/ ? 'OK'
 	  : $err =~ /ERROR:\s+([0-9A-Z]{5}):/ ? $1 : "rc $rc";
@@ -83,15 +103,45 @@ sub sq
 
 sub psql_start
 {
-	my ($node, $sql, $db) = @_;
+	my ($node, $sql) = @_;
 	my $p = { out => '', err => '' };
 	local %ENV = $node->_get_env();
 	$p->{h} = IPC::Run::start(
-		[ 'psql', '-X', '-At', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($db // 'postgres'),
+		[ 'psql', '-X', '-At', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
 		  '-c', $sql ],
 		'<', \undef, '>', \$p->{out}, '2>', \$p->{err},
 		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
 	return $p;
+}
+
+# Lock calls on each of @$names in turn for $secs seconds, in the
+# background (psql_finish waits for them): each call's outcome is a row of
+# table $log (at, name, ok, state: SQLSTATE and message, fence); $also is
+# PL/pgSQL run between each acquire (l) and its release.
+sub lease_load
+{
+	my ($node, $log, $secs, $names, $also) = @_;
+	$also //= '';
+	$node->safe_psql('postgres', qq{
+CREATE TABLE $log (at timestamptz NOT NULL, name text, ok bool NOT NULL, state text, fence bigint);
+CREATE PROCEDURE ${log}_load(secs float8, names text[]) LANGUAGE plpgsql AS \$\$
+DECLARE l rp_lease; n text; stop timestamptz := clock_timestamp() + secs * interval '1 second';
+BEGIN
+  WHILE clock_timestamp() < stop LOOP
+    FOREACH n IN ARRAY names LOOP
+      BEGIN
+        l := rp_acquire(n, 5000); $also
+        PERFORM rp_release(l);
+        INSERT INTO $log VALUES (clock_timestamp(), n, true, NULL, l.fence);
+      EXCEPTION WHEN OTHERS THEN
+        INSERT INTO $log VALUES (clock_timestamp(), n, false, SQLSTATE || ' ' || SQLERRM, NULL);
+        BEGIN PERFORM rp_release_all(); EXCEPTION WHEN OTHERS THEN NULL; END;
+      END;
+      COMMIT;
+    END LOOP;
+  END LOOP;
+END \$\$});
+	return psql_start($node, "CALL ${log}_load($secs, ARRAY[" . join(',', map { "'$_'" } @$names) . '])');
 }
 
 # Wait for it; its output, chomped (what it printed so far if it ran past

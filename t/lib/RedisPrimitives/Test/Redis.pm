@@ -8,7 +8,7 @@
 #   my $s = RedisPrimitives::Test::Redis->new(sentinel => { master => $m, quorum => 2 });
 #   my @masters = RedisPrimitives::Test::Redis->cluster(3);    # formed, all slots
 #   $r->port;  $r->cli('GET', 'k');  $r->kill9;  $r->restart(args => [...]);
-#   $r->freeze;  $r->thaw;  $r->calls('evalsha');
+#   $r->freeze;  $r->thaw;  $r->calls('evalsha');  $r->link_up;  $sentinel->master_port;  $masters[0]->reshard($masters[1], 300);
 #   $node->append_conf('postgresql.conf', $redis->pg_conf);
 #
 # The one thing to know before editing: every server this module starts is
@@ -22,9 +22,9 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use Test::More;
 use IPC::Run;
 use Time::HiRes qw(usleep);
+use RedisPrimitives::Test::Node qw(wait_until);
 
 my @running;
 
@@ -35,9 +35,9 @@ my @running;
 #   tls       a folder of RedisPrimitives::Test::Certs: TLS only (plain
 #             port 0), the server certificate, replication over TLS too
 #   cluster   cluster-enabled, on a port whose bus port (+10000) is free
-#   sentinel  { master => $redis, name => 'rpm', quorum => 1,
-#               password => ..., conf => "more lines" }: a Sentinel
-#             monitoring that master (down-after 1000 ms, failover 3000 ms)
+#   sentinel  { master => $redis, quorum => 1, password => ... }: a
+#             Sentinel monitoring that master as 'rpm' (down-after
+#             1000 ms, failover 3000 ms)
 sub new
 {
 	my ($class, %params) = @_;
@@ -56,7 +56,6 @@ sub new
 }
 
 sub port { return $_[0]->{port}; }
-sub logfile { return $_[0]->{logfile}; }
 
 # Start again on the same port (after kill9), with new extra arguments.
 sub restart
@@ -107,13 +106,13 @@ sub _start
 	my @cmd;
 	if (my $s = $self->{sentinel})
 	{
-		my $m = $s->{name} // 'rpm';
+		my $m = 'rpm';
 		push @conf, "requirepass $s->{password}" if defined $s->{password};
 		push @conf,
 		  "sentinel monitor $m 127.0.0.1 " . $s->{master}->port . ' ' . ($s->{quorum} // 1),
 		  "sentinel down-after-milliseconds $m 1000",
 		  "sentinel failover-timeout $m 3000",
-		  "sentinel parallel-syncs $m 1", $s->{conf} // ();
+		  "sentinel parallel-syncs $m 1";
 		@cmd = ('redis-sentinel', "$dir/redis.conf");
 	}
 	else
@@ -187,6 +186,11 @@ sub info
 	return $out =~ /^\Q$field\E:(.*)$/m ? $1 : undef;
 }
 
+# A replica's link to its master is up; the port of the master a Sentinel
+# names for 'rpm' ('' if none).
+sub link_up { return ($_[0]->info('replication', 'master_link_status') // '') eq 'up'; }
+sub master_port { return ($_[0]->cli_ok('SENTINEL', 'get-master-addr-by-name', 'rpm') // '') =~ /\n(\d+)$/ ? $1 : ''; }
+
 # Calls of a command so far (INFO commandstats): 'evalsha', 'cluster|slots'.
 sub calls
 {
@@ -257,21 +261,15 @@ sub cluster_ok
 	return !grep { ($_->cli_ok('CLUSTER', 'INFO') // '') !~ /^cluster_state:ok$/m } @_;
 }
 
-# Evaluate $cond every 50 ms until it returns true (returned) or $secs
-# (default: the harness's timeout, PG_TEST_TIMEOUT_DEFAULT) have passed
-# (false).  For what must happen eventually; a bound on how fast it happens
-# is a separate check on a measured time.
-sub wait_until
+# Move $slots slots of this master to master $to (redis-cli --cluster
+# reshard, 180 s at most); true if redis-cli succeeded.
+sub reshard
 {
-	my ($cond, $secs) = @_;
-	my $end = Time::HiRes::time() + ($secs // $PostgreSQL::Test::Utils::timeout_default);
-	while (1)
-	{
-		my $v = $cond->();
-		return $v if $v;
-		return 0 if Time::HiRes::time() > $end;
-		usleep(50_000);
-	}
+	my ($self, $to, $slots) = @_;
+	local $self->{timeout} = 180;
+	return defined $self->cli_ok('--cluster', 'reshard', '127.0.0.1:' . $self->port,
+		'--cluster-from', $self->cli('CLUSTER', 'MYID'), '--cluster-to', $to->cli('CLUSTER', 'MYID'),
+		'--cluster-slots', $slots, '--cluster-pipeline', '10', '--cluster-yes');
 }
 
 sub DESTROY { $_[0]->stop; }
