@@ -3,7 +3,11 @@
 # The install script is assembled from src/sql/*.sql (one file per primitive,
 # in file-name order) and the Lua scripts in src/lua/*.lua are embedded into
 # the library through the generated header src/rp_scripts.h, so adding a
-# primitive means adding files, not editing lists here.
+# primitive means adding files, not editing lists here.  Text shared by
+# several of them is written once and joined at build time by
+# scripts/expand-includes.sh (`-- #include NAME [BLOCK]`): src/lua/*_common.lua
+# are such parts, not scripts of their own, and the upgrade scripts take the
+# definitions they share with the install script from src/sql/*.sql.
 
 EXTENSION    = redis_primitives
 MODULE_big   = redis_primitives
@@ -11,14 +15,17 @@ EXT_VERSION  = 1.1
 
 SRCS         = $(sort $(wildcard src/*.c))
 OBJS         = $(SRCS:.c=.o)
-LUA          = $(sort $(wildcard src/lua/*.lua))
+LUA_COMMON   = $(wildcard src/lua/*_common.lua)
+LUA          = $(sort $(filter-out $(LUA_COMMON),$(wildcard src/lua/*.lua)))
 SQL_PARTS    = $(sort $(wildcard src/sql/*.sql))
+UPGRADES     = $(sort $(notdir $(wildcard src/sql/upgrade/*.sql)))
 
 # The current version's install script is built from the parts; earlier
-# versions' install scripts are kept as shipped (src/sql/history/), and
-# src/sql/upgrade/ holds the A--B scripts ALTER EXTENSION ... UPDATE runs.
-DATA_built   = $(EXTENSION)--$(EXT_VERSION).sql
-DATA         = $(wildcard src/sql/history/*.sql) $(wildcard src/sql/upgrade/*.sql)
+# versions' install scripts are kept as shipped (src/sql/history/), and the
+# A--B scripts ALTER EXTENSION ... UPDATE runs are built from their sources
+# in src/sql/upgrade/, which include what they share with src/sql/*.sql.
+DATA_built   = $(EXTENSION)--$(EXT_VERSION).sql $(UPGRADES)
+DATA         = $(wildcard src/sql/history/*.sql)
 EXTRA_CLEAN  = src/rp_scripts.h
 
 # pg_regress: every sql/*.sql, against a server the test runner configured.
@@ -49,8 +56,13 @@ PG_PROVE_FLAGS += -I $(srcdir)/t/lib
 $(EXTENSION)--$(EXT_VERSION).sql: $(SQL_PARTS)
 	cat $^ > $@
 
-src/rp_scripts.h: $(LUA) scripts/embed-lua.sh
-	sh scripts/embed-lua.sh $(LUA) > $@
+# Written to a temporary file first: a failed include must not leave a
+# half-written target that the next make takes as up to date.
+$(UPGRADES): %.sql: src/sql/upgrade/%.sql $(SQL_PARTS) scripts/expand-includes.sh
+	sh scripts/expand-includes.sh src/sql $< > $@.tmp && mv $@.tmp $@
+
+src/rp_scripts.h: $(LUA) $(LUA_COMMON) scripts/embed-lua.sh scripts/expand-includes.sh
+	sh scripts/embed-lua.sh $(LUA) > $@.tmp && mv $@.tmp $@
 
 # The bitcode (.bc, for JIT inlining) is compiled from the same sources.
 $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)

@@ -9,6 +9,8 @@
 #   scenarios       test/scenarios/*.sh        timing, faults, load (TAP, via prove)
 #   tap             t/*.pl                     several servers: PostgreSQL::Test::Cluster
 #                                              nodes and Redis servers of their own
+# and, first, one check on the build: no two modules of src/ include or call
+# each other in a circle (scripts/check-layers.py), whatever RP_SUITES says.
 # Redis is flushed between suites and between files.  The servers are stopped
 # and the folders are removed on exit, whatever happened.  Ends with
 # "N passed, N failed".
@@ -40,6 +42,13 @@ passed=0 failed=0 failures=()
 OUT=$RP_TMP/out
 mkdir -p "$OUT/scenarios" "$OUT/tap"
 chmod 755 "$OUT"
+
+echo "==== layers"
+if python3 scripts/check-layers.py; then
+	passed=$((passed + 1))
+else
+	failed=$((failed + 1)); failures+=(layers)
+fi
 
 # The lanes' own servers are stopped by the lanes; if we are stopped first
 # (a timeout, ^C), end the lanes, then stop whatever they left.

@@ -11,7 +11,7 @@ CREATE FUNCTION pg_temp.at(ms bigint) RETURNS text LANGUAGE sql AS $$
   SELECT set_config('redis_primitives.ratelimit_clock_ms', (1000000000 + ms)::text, false)
 $$;
 SELECT count(rp_ratelimit_reset(k)) AS cleared
-FROM unnest('{log,win,gcra,cost,never,k,named}'::text[]) k;
+FROM unnest('{log,win,gcra,gcral,cost,never,k,named}'::text[]) k;
 
 -- ==== sliding_log: exact.  A unit admitted at t counts until t + 100000.
 -- Three admitted at t0, t0+20000, t0+40000: remaining counts down.
@@ -93,6 +93,12 @@ SELECT pg_temp.at(100000);
 SELECT * FROM rp_ratelimit_peek('gcra', 3, 100000, 1, 'gcra');
 SELECT pg_temp.at(133334);
 SELECT * FROM rp_ratelimit_peek('gcra', 3, 100000, 1, 'gcra');
+-- A state stored under another limit is read rounded up, never down: one
+-- unit under L = 3 leaves the TAT at t0+33333.33, which under L = 2 reads as
+-- t0+33334 (full again in 33334 ms, not 33333: never early).
+SELECT pg_temp.at(0);
+SELECT * FROM rp_ratelimit_consume('gcral', 3, 100000, 1, 'gcra');
+SELECT * FROM rp_ratelimit_peek('gcral', 2, 100000, 1, 'gcra');
 
 -- ==== cost: a request takes cost units, all or nothing.
 SELECT pg_temp.at(0);
@@ -183,4 +189,4 @@ SELECT rp_ratelimit(key => 'named', max_requests => 2, window_ms => 100000, algo
 
 RESET redis_primitives.ratelimit_clock_ms;
 SELECT count(rp_ratelimit_reset(k)) AS cleared
-FROM unnest('{log,win,gcra,cost,never,k,named}'::text[]) k;
+FROM unnest('{log,win,gcra,gcral,cost,never,k,named}'::text[]) k;

@@ -35,17 +35,10 @@
 
 #include "args.h"
 #include "conn.h"
+#include "election.h"
 #include "elector.h"
-#include "redis_primitives.h"
 #include "rp_scripts.h"
 #include "stats.h"
-
-void
-rp_election_init(void)
-{
-	/* The elector defines its own settings, beside the worker that reads them. */
-	rp_elector_init();
-}
 
 /* ------------------------------------------------------------------------
  * SQL functions that ask Redis.

@@ -88,8 +88,7 @@ typedef struct RpElectorShared
 
 static RpElectorShared *rp_shared = NULL;
 
-static shmem_request_hook_type rp_prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type rp_prev_shmem_startup_hook = NULL;
+rp_elector_leadership_hook_type rp_elector_leadership_hook = NULL;
 
 /* ------------------------------------------------------------------------
  * Settings.  PGC_SIGHUP: only the elector reads them, at start and on a
@@ -251,11 +250,9 @@ rp_scan_int8(const char *str, int64 *out)
  * ------------------------------------------------------------------------
  */
 
-static void
+void
 rp_elector_shmem_request(void)
 {
-	if (rp_prev_shmem_request_hook)
-		rp_prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(sizeof(RpElectorShared)));
 	RequestNamedLWLockTranche("redis_primitives", 1);
 }
@@ -270,15 +267,12 @@ rp_publish_prefix_locked(void)
 	strlcpy(rp_shared->prefix, rp_shared->prefix_ok ? p : "", RP_PREFIX_MAX);
 }
 
-static void
+/* Called under AddinShmemInitLock. */
+void
 rp_elector_shmem_startup(void)
 {
 	bool		found;
 
-	if (rp_prev_shmem_startup_hook)
-		rp_prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	rp_shared = ShmemInitStruct("redis_primitives elector",
 								sizeof(RpElectorShared), &found);
 	if (!found)
@@ -288,7 +282,6 @@ rp_elector_shmem_startup(void)
 		/* The postmaster has read the configuration file, nothing else. */
 		rp_publish_prefix_locked();
 	}
-	LWLockRelease(AddinShmemInitLock);
 }
 
 void
@@ -299,11 +292,6 @@ rp_elector_init(void)
 	rp_elector_define_settings();
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-
-	rp_prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = rp_elector_shmem_request;
-	rp_prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = rp_elector_shmem_startup;
 
 	/* Registered even with no elections: a reload can add some. */
 	memset(&worker, 0, sizeof(worker));
@@ -532,7 +520,8 @@ rp_step_down(RpElectionState *s, const char *reason)
 	s->leading = false;
 	s->epoch = 0;
 	s->leader_since = 0;
-	rp_notify_leadership(s->name, s->node_id, epoch, false);
+	if (rp_elector_leadership_hook)
+		rp_elector_leadership_hook(s->name, s->node_id, epoch, false);
 	ereport(LOG,
 			(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
 			 errmsg("redis_primitives elector: stepped down from \"%s\" (epoch " INT64_FORMAT ")",
@@ -774,7 +763,8 @@ rp_campaign_once(RpElectionState *s)
 		s->leading = true;
 		s->epoch = epoch;
 		s->leader_since = GetCurrentTimestamp();
-		rp_notify_leadership(s->name, s->node_id, epoch, true);
+		if (rp_elector_leadership_hook)
+			rp_elector_leadership_hook(s->name, s->node_id, epoch, true);
 		ereport(LOG,
 				(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
 				 errmsg("redis_primitives elector: elected leader of \"%s\" as \"%s\" with epoch " INT64_FORMAT,

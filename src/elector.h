@@ -49,8 +49,23 @@ typedef struct RpElectionState
 	bool		standby;		/* the server is in recovery: not campaigning */
 } RpElectionState;
 
-/* Settings always; shared memory and the worker only when preloaded. */
+/* Settings always; the worker only when preloaded. */
 extern void rp_elector_init(void);
+
+/* Shared memory, when preloaded: redis_primitives.c's shmem hooks call these. */
+extern void rp_elector_shmem_request(void);
+extern void rp_elector_shmem_startup(void);
+
+/*
+ * Called in the elector on each change of belief (elected, stepped down,
+ * re-elected under a new epoch); notify.c sets it.  It must never block or
+ * throw: a renewal or a step-down must not wait for it.
+ */
+typedef void (*rp_elector_leadership_hook_type) (const char *name,
+												 const char *node_id,
+												 int64 epoch, bool is_leader);
+
+extern PGDLLIMPORT rp_elector_leadership_hook_type rp_elector_leadership_hook;
 
 /* Microseconds on a clock shared by every process of this machine. */
 extern int64 rp_elector_clock_us(void);
@@ -70,14 +85,6 @@ extern bool rp_elector_configured(const char *name, size_t namelen);
 
 /* Copy every election's state into out[RP_MAX_ELECTIONS]; returns how many. */
 extern int	rp_elector_snapshot(RpElectionState *out);
-
-/*
- * Does this server lead the election now (rp_is_leader(name))?  true with
- * the epoch it holds; false when not leading, past the deadline, not run by
- * the elector, or the elector is not available.  Defined in election.c.
- */
-extern bool rp_election_believed(const char *name, size_t namelen,
-								 int64 *epoch);
 
 /*
  * The key "<prefix>{name}:suffix" of an election.  Elections live under the

@@ -47,22 +47,10 @@
 #include "utils/timestamp.h"
 
 #include "elector.h"
-#include "fence.h"
+#include "election.h"
+#include "fence_commit.h"
+#include "fence_def.h"
 #include "lock.h"
-#include "redis_primitives.h"
-
-/* redis_primitives.lease_margin, ms */
-int			rp_lease_margin_ms = 100;
-
-void
-rp_fence_init(void)
-{
-	DefineCustomIntVariable("redis_primitives.lease_margin",
-							"Time before a lease's local deadline at which a lock-bound fence guard stops accepting writes under it.",
-							"A lock-bound guard accepts a write while (time the acquire was sent) + ttl - lease_margin has not passed.  The margin absorbs clock rate differences between this machine and Redis and the time from the write to its commit.",
-							&rp_lease_margin_ms, 100, 0, INT_MAX,
-							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
-}
 
 /* ------------------------------------------------------------------------
  * Reading and writing the token, rendering the lock name.

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * fence_commit.c
- *		The commit-time check of lease- and leader-bound fenced writes.
+ *		The commit-time check of lease- and leader-bound fenced writes, and
+ *		redis_primitives.lease_margin, which the trigger applies too.
  *
  * Before editing, know this: the PRE_COMMIT check may throw (that is its
  * point: RP004 aborts the commit); every other event only forgets.  No
@@ -12,13 +13,30 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/xact.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "elector.h"
-#include "fence.h"
+#include "election.h"
+#include "errcodes.h"
+#include "fence_commit.h"
 #include "lock.h"
+
+/* redis_primitives.lease_margin, ms */
+int			rp_lease_margin_ms = 100;
+
+void
+rp_fence_commit_init(void)
+{
+	DefineCustomIntVariable("redis_primitives.lease_margin",
+							"Time before a lease's local deadline at which a lock-bound fence guard stops accepting writes under it.",
+							"A lock-bound guard accepts a write while (time the acquire was sent) + ttl - lease_margin has not passed.  The margin absorbs clock rate differences between this machine and Redis and the time from the write to its commit.",
+							&rp_lease_margin_ms, 100, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+}
 
 /* ------------------------------------------------------------------------
  * The commit-time check.  A write is checked when it is made, but takes

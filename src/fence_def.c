@@ -24,7 +24,7 @@
 #include "utils/lsyscache.h"
 
 #include "elector.h"
-#include "fence.h"
+#include "fence_def.h"
 
 /* ------------------------------------------------------------------------
  * The guard's definition.

@@ -24,7 +24,6 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
-#include "common/pg_prng.h"
 #include "executor/executor.h"
 #include "funcapi.h"
 #include "lib/ilist.h"
@@ -49,6 +48,8 @@
 #include "errcodes.h"
 #include "lock.h"
 #include "orphans.h"
+#include "pool.h"
+#include "retry.h"
 #include "rp_scripts.h"
 #include "stats.h"
 #include "token.h"
@@ -841,6 +842,7 @@ rp_lock_init(void)
 	ExecutorEnd_hook = rp_executor_end;
 	rp_prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = rp_process_utility;
+	rp_pool_discard_all_hook = rp_lock_release_session_leases;
 }
 
 /* ------------------------------------------------------------------------
@@ -920,34 +922,48 @@ rp_try_acquire(const char *name, size_t namelen, const char *token,
 
 /*
  * With fence_replicas > 0: WAIT until that many replicas have the counter
- * increment the acquire script just made, so that a failover to one of them
- * cannot re-issue the token.  Too few in time: release the lease and fail
- * with RP003, rather than hand out a token the setting exists to refuse.
- * The lease is still unsettled here: a cancel, a timeout or a lost
- * connection during the WAIT leaves it for the abort to release.
+ * increments the acquire script just made (one WAIT covers them all), so
+ * that a failover to one of them cannot re-issue a token.  true when enough
+ * acknowledged.  Too few in time: release the n leases and return false
+ * with acked and the WAIT's timeout, for the caller's RP003, rather than
+ * hand out a token the setting exists to refuse.  The leases are still
+ * unsettled here: a cancel, a timeout or a lost connection during the WAIT
+ * leaves them for the abort to release.
  */
+static bool
+rp_replicas_acked(RpLease **u, int n, int64 *acked, int *timeout)
+{
+	RpArg		cmd[3];
+	bool	   *answered;
+
+	*timeout = Max(1, Min(rp_fence_replicas_timeout_ms, rp_command_timeout_ms / 2));
+	cmd[0] = rp_arg_str("WAIT");
+	cmd[1] = rp_arg_int(rp_fence_replicas);
+	cmd[2] = rp_arg_int(*timeout);
+	*acked = rp_reply_int(rp_command(3, cmd), "WAIT");
+	if (*acked >= rp_fence_replicas)
+		return true;
+	answered = palloc0(sizeof(bool) * n);
+	(void) rp_release_leases(u, n, true, answered);
+	for (int i = 0; i < n; i++)
+		if (answered[i])
+			rp_unsettled_forget(u[i]);
+	return false;
+}
+
+/* rp_acquire's: RP003 names the lock and its token. */
 static void
 rp_wait_replicas(RpLease *u, int64 fence)
 {
-	RpArg		cmd[3];
 	int64		acked;
-	int			timeout = Max(1, Min(rp_fence_replicas_timeout_ms,
-									 rp_command_timeout_ms / 2));
-	bool		answered = false;
+	int			timeout;
 	char	   *name;
 
 	if (rp_fence_replicas <= 0)
 		return;
-	cmd[0] = rp_arg_str("WAIT");
-	cmd[1] = rp_arg_int(rp_fence_replicas);
-	cmd[2] = rp_arg_int(timeout);
-	acked = rp_reply_int(rp_command(3, cmd), "WAIT");
-	if (acked >= rp_fence_replicas)
-		return;
 	name = pstrdup(u->name);
-	(void) rp_release_leases(&u, 1, true, &answered);
-	if (answered)
-		rp_unsettled_forget(u);
+	if (rp_replicas_acked(&u, 1, &acked, &timeout))
+		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_RP_NOT_REPLICATED),
 			 errmsg("fence token for \"%s\" was not replicated", name),
@@ -976,18 +992,15 @@ rp_make_lease(FunctionCallInfo fcinfo, const RpLease *l, bool fence_known)
 /*
  * Between two attempts of a waiting acquire: raise lock_timeout's error once
  * it has passed, return false once wait_ms has (the caller returns NULL),
- * else sleep a full-jitter pause in [backoff/2, backoff], never past either
- * deadline, and double the backoff up to 250 ms.  name is the one lock name
- * asked for, or NULL for n names asked for together.
+ * else sleep (retry.c: a jittered pause, doubling up to 250 ms).  name is
+ * the one lock name asked for, or NULL for n names asked for together.
  */
 static bool
-rp_retry_pause(TimestampTz deadline, TimestampTz lock_deadline, long *backoff,
-			   text *name, int n)
+rp_retry_pause(RpRetry *retry, text *name, int n)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	long		pause;
 
-	if (lock_deadline != 0 && now >= lock_deadline)
+	if (rp_retry_lock_timeout(retry, now))
 	{
 		if (name != NULL)
 			ereport(ERROR,
@@ -999,14 +1012,9 @@ rp_retry_pause(TimestampTz deadline, TimestampTz lock_deadline, long *backoff,
 				 errmsg("could not obtain leases on %d lock names", n),
 				 errdetail("lock_timeout (%d ms) ended the wait.", LockTimeout)));
 	}
-	if (now >= deadline)
+	if (now >= retry->deadline)
 		return false;
-	pause = *backoff / 2 + (long) pg_prng_uint64_range(&pg_global_prng_state, 0, *backoff / 2);
-	if (lock_deadline != 0)
-		pause = Min(pause, TimestampDifferenceMilliseconds(now, lock_deadline));
-	pause = Min(pause, TimestampDifferenceMilliseconds(now, deadline));
-	rp_latch_sleep(pause);
-	*backoff = Min(*backoff * 2, 250);
+	rp_retry_sleep(retry, now);
 	return true;
 }
 
@@ -1053,9 +1061,7 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	size_t		namelen = VARSIZE_ANY_EXHDR(name_t);
 	char		token[RP_TOKEN_LEN + 1];
 	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz deadline = TimestampTzPlusMilliseconds(start, wait_ms);
-	TimestampTz lock_deadline = 0;
-	long		backoff = 5;
+	RpRetry		retry;
 	MemoryContext attempt_cxt;
 	RpLease    *held;
 
@@ -1069,8 +1075,7 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	}
 	if (!xact)
 		rp_pool_check_session_acquire(name, namelen);	/* pool.c */
-	if (LockTimeout > 0 && wait_ms > LockTimeout)
-		lock_deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
+	rp_retry_start(&retry, start, wait_ms, 250);
 
 	rp_register_callbacks();
 	held = rp_registry_find(name, namelen);
@@ -1116,7 +1121,7 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(attempt_cxt);
 
-		if (!rp_retry_pause(deadline, lock_deadline, &backoff, name_t, 1))
+		if (!rp_retry_pause(&retry, name_t, 1))
 			PG_RETURN_NULL();
 	}
 }
@@ -1500,12 +1505,6 @@ rp_lock_release_session_leases(void)
  * ------------------------------------------------------------------------
  */
 
-RpLeaseKind
-rp_token_kind(const char *token)
-{
-	return token[0] == 's' ? RP_LEASE_PERMIT : RP_LEASE_LOCK;
-}
-
 void
 rp_lease_new_token(char *out, RpLeaseKind kind)
 {
@@ -1722,32 +1721,15 @@ rp_try_acquire_all(int n, const char **name, const size_t *len,
 	return true;
 }
 
-/*
- * With fence_replicas > 0: one WAIT covers every counter the script raised.
- * Too few replicas: release them all and fail with RP003, as rp_acquire.
- */
+/* rp_acquire_all's: one WAIT for every counter the script raised. */
 static void
 rp_wait_replicas_all(RpLease **u, int n)
 {
-	RpArg		cmd[3];
 	int64		acked;
-	int			timeout = Max(1, Min(rp_fence_replicas_timeout_ms,
-									 rp_command_timeout_ms / 2));
-	bool	   *answered;
+	int			timeout;
 
-	if (rp_fence_replicas <= 0)
+	if (rp_fence_replicas <= 0 || rp_replicas_acked(u, n, &acked, &timeout))
 		return;
-	cmd[0] = rp_arg_str("WAIT");
-	cmd[1] = rp_arg_int(rp_fence_replicas);
-	cmd[2] = rp_arg_int(timeout);
-	acked = rp_reply_int(rp_command(3, cmd), "WAIT");
-	if (acked >= rp_fence_replicas)
-		return;
-	answered = palloc0(sizeof(bool) * n);
-	(void) rp_release_leases(u, n, true, answered);
-	for (int i = 0; i < n; i++)
-		if (answered[i])
-			rp_unsettled_forget(u[i]);
 	ereport(ERROR,
 			(errcode(ERRCODE_RP_NOT_REPLICATED),
 			 errmsg("fence tokens of %d locks were not replicated", n),
@@ -1775,9 +1757,7 @@ rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
 	size_t	   *tlen;
 	char		(*token)[RP_TOKEN_LEN + 1];
 	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz deadline = TimestampTzPlusMilliseconds(start, wait_ms);
-	TimestampTz lock_deadline = 0;
-	long		backoff = 5;
+	RpRetry		retry;
 	MemoryContext attempt_cxt;
 
 	if (PG_ARGISNULL(0))
@@ -1818,8 +1798,7 @@ rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
 		if (!xact)
 			rp_pool_check_session_acquire(name[i], len[i]);	/* pool.c */
 	}
-	if (LockTimeout > 0 && wait_ms > LockTimeout)
-		lock_deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
+	rp_retry_start(&retry, start, wait_ms, 250);
 
 	/* One script runs on one Cluster node: every key must share a slot. */
 	if (rp_cluster_mode())
@@ -1906,7 +1885,7 @@ rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(attempt_cxt);
 
-		if (!rp_retry_pause(deadline, lock_deadline, &backoff, NULL, n))
+		if (!rp_retry_pause(&retry, NULL, n))
 			PG_RETURN_NULL();
 	}
 }

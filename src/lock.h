@@ -21,24 +21,13 @@
 #include "fmgr.h"
 
 #include "conn.h"
+#include "token.h"				/* RP_TOKEN_LEN, RpLeaseKind */
 
 #include "args.h"				/* rp_arg_text, rp_arg_int8, RP_MAX_TTL_MS */
 
 extern void rp_lock_init(void);
 
-/*
- * Leases of other kinds in the session's registry (src/semaphore.c).  A
- * token is RP_TOKEN_LEN characters; its first says its kind.
- */
-#define RP_TOKEN_LEN	32
-
-typedef enum RpLeaseKind
-{
-	RP_LEASE_LOCK,				/* <prefix>{name}:lock, a string */
-	RP_LEASE_PERMIT				/* a member of <prefix>{name}:sem, a sorted set */
-} RpLeaseKind;
-
-extern RpLeaseKind rp_token_kind(const char *token);
+/* Leases of other kinds in the session's registry (src/semaphore.c). */
 extern void rp_lease_new_token(char *out, RpLeaseKind kind);
 /* rp_eval that also tells the registry Redis answers (unsettled go then). */
 extern RpReply *rp_lease_eval(const RpScript *script, int nkeys, const RpArg *keys,
@@ -74,9 +63,7 @@ extern Datum rp_lease_datum(FunctionCallInfo fcinfo, const char *name, size_t na
  */
 extern bool rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
 							TimestampTz *expires_at);
-/* Pool-safe forms and pool support (end of lock.c; pool.c). */
+/* Release every session lease of this backend (pool.c's DISCARD ALL). */
 extern int	rp_lock_release_session_leases(void);
-extern void rp_pool_check_session_acquire(const char *name, size_t namelen);
-extern void rp_pool_warn_release_not_held(const char *name, size_t namelen);
 
 #endif							/* RP_LOCK_H */

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * notify.c
- *		Leadership notifications.  The elector calls rp_notify_leadership on
+ *		Leadership notifications.  The elector calls its leadership hook
+ *		(elector.h), which rp_notify_init sets to rp_notify_leadership, on
  *		every change of belief (elected, stepped down, re-elected under a new
  *		epoch); the event goes into a ring in shared memory and the notifier
  *		worker is woken.  The notifier runs one transaction per batch that
@@ -82,10 +83,15 @@ rp_check_channel(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+static void rp_notify_leadership(const char *name, const char *node_id,
+								 int64 epoch, bool is_leader);
+
 void
 rp_notify_init(void)
 {
 	BackgroundWorker worker;
+
+	rp_elector_leadership_hook = rp_notify_leadership;
 
 	DefineCustomStringVariable("redis_primitives.leader_channel",
 							   "Channel on which the background elector's changes of leadership are NOTIFYed.",
@@ -115,10 +121,10 @@ rp_notify_init(void)
 	RegisterBackgroundWorker(&worker);
 }
 
-Size
-rp_notify_shmem_size(void)
+void
+rp_notify_shmem_request(void)
 {
-	return MAXALIGN(sizeof(RpNotifyShared));
+	RequestAddinShmemSpace(MAXALIGN(sizeof(RpNotifyShared)));
 }
 
 /* Called under AddinShmemInitLock. */
@@ -139,7 +145,7 @@ rp_notify_shmem_startup(void)
 }
 
 /* The elector's side: copy, wake, return. */
-void
+static void
 rp_notify_leadership(const char *name, const char *node_id, int64 epoch,
 					 bool is_leader)
 {

@@ -18,11 +18,11 @@
 
 #include "postgres.h"
 
-/* Settings and the worker; called by rp_stats_init. */
+/* Settings, the elector's leadership hook and the worker; called by _PG_init. */
 extern void rp_notify_init(void);
 
-/* Shared memory: sized and set up by stats.c's hooks. */
-extern Size rp_notify_shmem_size(void);
+/* Shared memory, when preloaded: redis_primitives.c's shmem hooks call these. */
+extern void rp_notify_shmem_request(void);
 extern void rp_notify_shmem_startup(void);
 
 PGDLLEXPORT void rp_notifier_main(Datum main_arg);

@@ -11,9 +11,14 @@
  * it) releases them by compare-and-delete as soon as Redis answers again,
  * retrying every RP_ORPHAN_RETRY_MS until each is released or past its TTL.
  *
+ * Keys are as long as lock names are (any length): they live end to end in
+ * one byte array beside the entries, in the entries' order, and a release
+ * closes the gap it leaves, so the space is never fragmented.
+ *
  * Before editing, know this: rp_orphans_handoff runs inside a backend's exit
- * callback, so it must never throw or wait: a full queue or a key too long
- * for a slot is dropped with a WARNING, and the TTL is the safety net.
+ * callback, so it must never throw or wait: when the entries or the key
+ * space are full, the lease is dropped with a WARNING, and the TTL is the
+ * safety net.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,19 +34,19 @@
 
 #include "conn.h"
 #include "orphans.h"
-#include "lock.h"
+#include "token.h"
 #include "rp_scripts.h"
 
 #define RP_ORPHAN_SLOTS		128
-#define RP_ORPHAN_KEY_MAX	512		/* bytes, key and its length */
+#define RP_ORPHAN_KEY_SPACE	(256 * 1024)	/* bytes, every queued key */
 #define RP_ORPHAN_TOKEN_MAX	64
 #define RP_ORPHAN_TIMEOUT_MS 500	/* one release attempt */
+StaticAssertDecl(RP_TOKEN_LEN < RP_ORPHAN_TOKEN_MAX, "a token fits an entry");
 
 typedef struct RpOrphan
 {
-	bool		used;
-	uint16		keylen;
-	char		key[RP_ORPHAN_KEY_MAX];
+	uint32		keyoff;			/* in RpOrphanQueue.keys */
+	uint32		keylen;
 	char		token[RP_ORPHAN_TOKEN_MAX];
 	TimestampTz expires_at;
 } RpOrphan;
@@ -50,31 +55,27 @@ typedef struct RpOrphanQueue
 {
 	LWLock	   *lock;
 	int			worker_pgprocno;	/* -1 while no worker runs */
-	RpOrphan	slots[RP_ORPHAN_SLOTS];
+	int			n;				/* entries[0 .. n) are queued */
+	uint32		keyused;		/* keys[0 .. keyused) are theirs, in order */
+	RpOrphan	entries[RP_ORPHAN_SLOTS];
+	char		keys[RP_ORPHAN_KEY_SPACE];
 } RpOrphanQueue;
 
 static RpOrphanQueue *rp_queue = NULL;
 
-static shmem_request_hook_type rp_prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type rp_prev_shmem_startup_hook = NULL;
-
-static void
+void
 rp_orphans_shmem_request(void)
 {
-	if (rp_prev_shmem_request_hook)
-		rp_prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(sizeof(RpOrphanQueue)));
 	RequestNamedLWLockTranche("redis_primitives orphans", 1);
 }
 
-static void
+/* Called under AddinShmemInitLock. */
+void
 rp_orphans_shmem_startup(void)
 {
 	bool		found;
 
-	if (rp_prev_shmem_startup_hook)
-		rp_prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	rp_queue = ShmemInitStruct("redis_primitives orphans",
 							   sizeof(RpOrphanQueue), &found);
 	if (!found)
@@ -83,18 +84,6 @@ rp_orphans_shmem_startup(void)
 		rp_queue->lock = &(GetNamedLWLockTranche("redis_primitives orphans"))->lock;
 		rp_queue->worker_pgprocno = -1;
 	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-void
-rp_orphans_init(void)
-{
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-	rp_prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = rp_orphans_shmem_request;
-	rp_prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = rp_orphans_shmem_startup;
 }
 
 bool
@@ -102,36 +91,58 @@ rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 				   TimestampTz expires_at)
 {
 	int			worker = -1;
+	int			queued_n = 0;
+	uint32		queued_bytes = 0;
 	bool		queued = false;
 
-	if (rp_queue == NULL || keylen >= RP_ORPHAN_KEY_MAX ||
-		strlen(token) >= RP_ORPHAN_TOKEN_MAX)
-		return false;
+	if (rp_queue == NULL)
+		return false;			/* not preloaded: no worker (orphans.h) */
 	LWLockAcquire(rp_queue->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < RP_ORPHAN_SLOTS; i++)
+	if (rp_queue->n < RP_ORPHAN_SLOTS &&
+		keylen <= RP_ORPHAN_KEY_SPACE - rp_queue->keyused)
 	{
-		RpOrphan   *o = &rp_queue->slots[i];
+		RpOrphan   *o = &rp_queue->entries[rp_queue->n++];
 
-		if (o->used)
-			continue;
-		o->used = true;
-		o->keylen = (uint16) keylen;
-		memcpy(o->key, key, keylen);
+		o->keyoff = rp_queue->keyused;
+		o->keylen = (uint32) keylen;
+		memcpy(rp_queue->keys + o->keyoff, key, keylen);
+		rp_queue->keyused += (uint32) keylen;
 		strlcpy(o->token, token, sizeof(o->token));
 		o->expires_at = expires_at;
 		queued = true;
-		break;
 	}
+	queued_n = rp_queue->n;
+	queued_bytes = rp_queue->keyused;
 	worker = rp_queue->worker_pgprocno;
 	LWLockRelease(rp_queue->lock);
 	if (!queued)
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("could not hand a Redis lease to the background worker: its queue is full"),
-				 errdetail("The lease will expire by its TTL.")));
+				 errdetail("The queue holds at most %d leases and %d bytes of keys; %d leases and %u bytes are queued, and this lease's key is %zu bytes.  The lease will expire by its TTL.",
+						   RP_ORPHAN_SLOTS, RP_ORPHAN_KEY_SPACE, queued_n,
+						   queued_bytes, keylen)));
 	else if (worker >= 0)
 		SetLatch(&ProcGlobal->allProcs[worker].procLatch);
 	return queued;
+}
+
+/* Remove entry i, closing the gap its key leaves.  Caller holds the lock. */
+static void
+rp_orphans_remove(int i)
+{
+	RpOrphan   *o = &rp_queue->entries[i];
+	uint32		off = o->keyoff;
+	uint32		len = o->keylen;
+
+	memmove(rp_queue->keys + off, rp_queue->keys + off + len,
+			rp_queue->keyused - off - len);
+	rp_queue->keyused -= len;
+	for (int j = i + 1; j < rp_queue->n; j++)
+		rp_queue->entries[j].keyoff -= len;
+	memmove(&rp_queue->entries[i], &rp_queue->entries[i + 1],
+			sizeof(RpOrphan) * (rp_queue->n - i - 1));
+	rp_queue->n--;
 }
 
 void
@@ -148,17 +159,25 @@ bool
 rp_orphans_drain(void)
 {
 	RpOrphan   *batch;
-	int			n = 0;
+	char	   *keys;
+	int			n;
 	bool		left = false;
 	TimestampTz now = GetCurrentTimestamp();
 
 	if (rp_queue == NULL)
 		return false;
-	batch = palloc(sizeof(RpOrphan) * RP_ORPHAN_SLOTS);
 	LWLockAcquire(rp_queue->lock, LW_SHARED);
-	for (int i = 0; i < RP_ORPHAN_SLOTS; i++)
-		if (rp_queue->slots[i].used)
-			batch[n++] = rp_queue->slots[i];
+	n = rp_queue->n;
+	LWLockRelease(rp_queue->lock);
+	if (n == 0)
+		return false;
+	/* A copy: backends keep queueing while Redis is asked. */
+	batch = palloc(sizeof(RpOrphan) * RP_ORPHAN_SLOTS);
+	keys = palloc(RP_ORPHAN_KEY_SPACE);
+	LWLockAcquire(rp_queue->lock, LW_SHARED);
+	n = rp_queue->n;
+	memcpy(batch, rp_queue->entries, sizeof(RpOrphan) * n);
+	memcpy(keys, rp_queue->keys, rp_queue->keyused);
 	LWLockRelease(rp_queue->lock);
 
 	for (int i = 0; i < n; i++)
@@ -168,7 +187,7 @@ rp_orphans_drain(void)
 
 		if (!done)
 		{
-			RpArg		key = {o->key, o->keylen};
+			RpArg		key = {keys + o->keyoff, o->keylen};
 			RpArg		token = rp_arg_str(o->token);
 			char	   *err;
 
@@ -183,21 +202,22 @@ rp_orphans_drain(void)
 			left = true;
 			break;				/* Redis does not answer: try again later */
 		}
+		/* Only the worker removes, but entries may have moved down. */
 		LWLockAcquire(rp_queue->lock, LW_EXCLUSIVE);
-		for (int j = 0; j < RP_ORPHAN_SLOTS; j++)
+		for (int j = 0; j < rp_queue->n; j++)
 		{
-			RpOrphan   *s = &rp_queue->slots[j];
+			RpOrphan   *s = &rp_queue->entries[j];
 
-			if (s->used && s->keylen == o->keylen &&
-				memcmp(s->key, o->key, o->keylen) == 0 &&
-				strcmp(s->token, o->token) == 0)
+			if (strcmp(s->token, o->token) == 0 && s->keylen == o->keylen &&
+				memcmp(rp_queue->keys + s->keyoff, keys + o->keyoff, o->keylen) == 0)
 			{
-				s->used = false;
+				rp_orphans_remove(j);
 				break;
 			}
 		}
 		LWLockRelease(rp_queue->lock);
 	}
+	pfree(keys);
 	pfree(batch);
 	return left;
 }

@@ -17,12 +17,14 @@
 
 #include "datatype/timestamp.h"
 
-/* Request the shared memory (from _PG_init, only when preloading). */
-extern void rp_orphans_init(void);
+/* Shared memory, when preloaded: redis_primitives.c's shmem hooks call these. */
+extern void rp_orphans_shmem_request(void);
+extern void rp_orphans_shmem_startup(void);
 
 /*
  * Queue (key, token) for release by the worker; false when there is no
- * queue, it is full, or the key is too long for a slot.  Never throws.
+ * queue, or it is full (128 leases, or 256 kB of keys: then a WARNING says
+ * so).  A key of any length fits while there is room.  Never throws.
  */
 extern bool rp_orphans_handoff(const char *key, size_t keylen,
 							   const char *token, TimestampTz expires_at);

@@ -21,11 +21,12 @@
 #include "tcop/utility.h"
 #include "utils/guc.h"
 
-#include "lock.h"
-#include "redis_primitives.h"
+#include "pool.h"
 
 static bool rp_session_leases = true;
 static ProcessUtility_hook_type rp_prev_process_utility = NULL;
+
+rp_pool_discard_all_hook_type rp_pool_discard_all_hook = NULL;
 
 void
 rp_pool_check_session_acquire(const char *name, size_t namelen)
@@ -73,8 +74,8 @@ rp_pool_process_utility(PlannedStmt *pstmt, const char *queryString,
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
 	/* Only once DISCARD ALL succeeded (it refuses to run in a transaction). */
-	if (discard_all)
-		(void) rp_lock_release_session_leases();
+	if (discard_all && rp_pool_discard_all_hook)
+		(void) rp_pool_discard_all_hook();
 }
 
 void

@@ -87,9 +87,6 @@ static RpRcEntry *rp_rc_entries = NULL;
 static bool rp_rc_enabled = true;
 static int	rp_rc_capacity = 4096;
 
-static shmem_request_hook_type rp_rc_prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type rp_rc_prev_shmem_startup_hook = NULL;
-
 static int
 rp_rc_nsets(void)
 {
@@ -106,28 +103,24 @@ rp_rc_shmem_size(void)
 	return size;
 }
 
-static void
-rp_rc_shmem_request(void)
+void
+rp_ratecache_shmem_request(void)
 {
-	if (rp_rc_prev_shmem_request_hook)
-		rp_rc_prev_shmem_request_hook();
 	if (rp_rc_capacity == 0)
 		return;
 	RequestAddinShmemSpace(rp_rc_shmem_size());
 	RequestNamedLWLockTranche("redis_primitives ratelimit cache", RP_RC_LOCKS);
 }
 
-static void
-rp_rc_shmem_startup(void)
+/* Called under AddinShmemInitLock. */
+void
+rp_ratecache_shmem_startup(void)
 {
 	bool		found;
 	char	   *p;
 
-	if (rp_rc_prev_shmem_startup_hook)
-		rp_rc_prev_shmem_startup_hook();
 	if (rp_rc_capacity == 0)
 		return;
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	rp_rc = ShmemInitStruct("redis_primitives ratelimit cache",
 							rp_rc_shmem_size(), &found);
 	p = (char *) rp_rc + MAXALIGN(sizeof(RpRcShared));
@@ -148,7 +141,6 @@ rp_rc_shmem_startup(void)
 		for (int i = 0; i < rp_rc->nsets; i++)
 			pg_atomic_init_u32(&rp_rc_epochs[i], 0);
 	}
-	LWLockRelease(AddinShmemInitLock);
 }
 
 void
@@ -168,10 +160,6 @@ rp_ratecache_init(void)
 							"Each takes about 256 bytes of shared memory; when full, the entry closest to expiring is replaced.  0 turns the cache off.",
 							&rp_rc_capacity, 4096, 0, 1000000,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
-	rp_rc_prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = rp_rc_shmem_request;
-	rp_rc_prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = rp_rc_shmem_startup;
 }
 
 /* ------------------------------------------------------------------------

@@ -35,6 +35,10 @@ typedef struct RpRcRequest
 
 extern void rp_ratecache_init(void);
 
+/* Shared memory, when preloaded: redis_primitives.c's shmem hooks call these. */
+extern void rp_ratecache_shmem_request(void);
+extern void rp_ratecache_shmem_startup(void);
+
 /* Shared memory exists and redis_primitives.ratelimit_cache is on. */
 extern bool rp_ratecache_usable(void);
 

@@ -33,7 +33,6 @@
 #include "lock.h"
 #include "ratecache.h"
 #include "ratelimit.h"
-#include "redis_primitives.h"
 #include "rp_scripts.h"
 #include "stats.h"
 

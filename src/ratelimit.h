@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * ratelimit.h
- *		What the rate limiter offers other modules: an observer hook that
- *		statistics (rp_stats) can set to count calls, refusals and the
+ *		What the rate limiter offers other modules: its Init, and an observer
+ *		hook that statistics (rp_stats) is set on, by _PG_init, to count the
  *		refusals of limits in shadow mode.
  *
  * The hook runs inside the SQL call, after Redis answered: it must be cheap
@@ -12,6 +12,9 @@
  */
 #ifndef RP_RATELIMIT_H
 #define RP_RATELIMIT_H
+
+/* Settings; called by _PG_init. */
+extern void rp_ratelimit_init(void);
 
 /*
  * algorithm: "sliding_log", "sliding_window" or "gcra"; allowed: the call

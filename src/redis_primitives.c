@@ -1,12 +1,16 @@
 /*-------------------------------------------------------------------------
  *
  * redis_primitives.c
- *		Module entry point: _PG_init and the diagnostics functions rp_ping and
- *		rp_key_slot.
+ *		Module entry point: _PG_init, the shared-memory hooks, and the
+ *		diagnostics functions rp_ping and rp_key_slot.
  *
  * _PG_init is a table of contents: one Init call per subsystem, each of
  * which defines its own settings.  Nothing here may open a connection: when
- * the library is preloaded, _PG_init runs in the postmaster.
+ * the library is preloaded, _PG_init runs in the postmaster.  This is the
+ * top of the module graph (scripts/check-layers.py): where a lower module
+ * must reach a higher one, the call is chained here (shared memory, the
+ * rate limiter's observer) or through a hook the higher module sets in its
+ * Init (the elector's leadership hook, pool.c's DISCARD ALL hook).
  *
  *-------------------------------------------------------------------------
  */
@@ -18,12 +22,20 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+
 #include "args.h"
 #include "conn.h"
+#include "elector.h"
+#include "fence_commit.h"
 #include "lock.h"
+#include "notify.h"
 #include "orphans.h"
+#include "pool.h"
 #include "ratecache.h"
-#include "redis_primitives.h"
+#include "ratelimit.h"
 #include "stats.h"
 #include "sentinel_auth.h"
 #include "tls.h"
@@ -33,6 +45,40 @@ PG_MODULE_MAGIC;
 void		_PG_init(void);
 
 static emit_log_hook_type rp_prev_emit_log_hook = NULL;
+static shmem_request_hook_type rp_prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type rp_prev_shmem_startup_hook = NULL;
+
+/*
+ * Shared memory, the pg_stat_statements way, for every module that has
+ * some: each requests its space (and LWLock tranche) here, and sets up its
+ * struct under AddinShmemInitLock, initialising it only when not found.
+ * Installed only while preloading.
+ */
+static void
+rp_shmem_request(void)
+{
+	if (rp_prev_shmem_request_hook)
+		rp_prev_shmem_request_hook();
+	rp_stats_shmem_request();
+	rp_notify_shmem_request();
+	rp_orphans_shmem_request();
+	rp_elector_shmem_request();
+	rp_ratecache_shmem_request();
+}
+
+static void
+rp_shmem_startup(void)
+{
+	if (rp_prev_shmem_startup_hook)
+		rp_prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	rp_stats_shmem_startup();
+	rp_notify_shmem_startup();
+	rp_orphans_shmem_startup();
+	rp_elector_shmem_startup();
+	rp_ratecache_shmem_startup();
+	LWLockRelease(AddinShmemInitLock);
+}
 
 /*
  * On a configuration reload PostgreSQL logs "parameter \"X\" changed to
@@ -74,18 +120,29 @@ void
 _PG_init(void)
 {
 	rp_conn_init();
-	rp_orphans_init();
 	rp_tls_init();
 	rp_sentinel_auth_init();
 	rp_lock_init();
 	rp_ratelimit_init();
 	rp_ratecache_init();
-	rp_election_init();
+	rp_elector_init();
 	rp_stats_init();
-	rp_fence_init();
+	rp_notify_init();
+	rp_fence_commit_init();
 	rp_pool_init();
 
+	/* Statistics count the rate limiter's shadow refusals. */
+	rp_ratelimit_observer_hook = rp_stats_ratelimit_observed;
+
 	MarkGUCPrefixReserved("redis_primitives");
+
+	if (process_shared_preload_libraries_in_progress)
+	{
+		rp_prev_shmem_request_hook = shmem_request_hook;
+		shmem_request_hook = rp_shmem_request;
+		rp_prev_shmem_startup_hook = shmem_startup_hook;
+		shmem_startup_hook = rp_shmem_startup;
+	}
 
 	rp_prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = rp_emit_log_hook;

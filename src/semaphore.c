@@ -17,7 +17,6 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
-#include "common/pg_prng.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -30,6 +29,7 @@
 
 #include "conn.h"
 #include "lock.h"
+#include "retry.h"
 #include "rp_scripts.h"
 #include "stats.h"
 
@@ -115,9 +115,7 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	int64		fence;
 	TimestampTz expires;
 	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz deadline = TimestampTzPlusMilliseconds(start, wait_ms);
-	TimestampTz lock_deadline = 0;
-	long		backoff = 5;
+	RpRetry		retry;
 	MemoryContext attempt_cxt;
 
 	if (PG_ARGISNULL(1))
@@ -134,8 +132,7 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	if (rp_lease_find_live(name, namelen, RP_LEASE_PERMIT, token, &fence, &expires))
 		PG_RETURN_DATUM(rp_lease_datum(fcinfo, name, namelen, token, fence, expires));
 
-	if (LockTimeout > 0 && wait_ms > LockTimeout)
-		lock_deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
+	rp_retry_start(&retry, start, wait_ms, RP_SEM_MAX_BACKOFF_MS);
 	rp_lease_new_token(token, RP_LEASE_PERMIT);
 	/* A wait may last for hours: each attempt's memory goes with it. */
 	attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "rp_semaphore_acquire attempt",
@@ -143,10 +140,8 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	for (;;)
 	{
 		TimestampTz sent = GetCurrentTimestamp();
-		bool		last = sent >= deadline ||
-			(lock_deadline != 0 && sent >= lock_deadline);
+		bool		last = sent >= retry.deadline || rp_retry_lock_timeout(&retry, sent);
 		MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
-		long		pause;
 
 		fence = rp_sem_try_recorded(name, namelen, token, permits, ttl_ms,
 									!last, sent, xact);
@@ -161,7 +156,7 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		}
 		if (last)
 		{
-			if (lock_deadline != 0 && sent >= lock_deadline && sent < deadline)
+			if (rp_retry_lock_timeout(&retry, sent) && sent < retry.deadline)
 				ereport(ERROR,
 						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 						 errmsg("could not obtain a permit of semaphore \"%s\"",
@@ -169,14 +164,7 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 						 errdetail("lock_timeout (%d ms) ended the wait.", LockTimeout)));
 			PG_RETURN_NULL();
 		}
-
-		/* Full jitter in [backoff/2, backoff], never past the deadline. */
-		pause = backoff / 2 + (long) pg_prng_uint64_range(&pg_global_prng_state, 0, backoff / 2);
-		pause = Min(pause, TimestampDifferenceMilliseconds(sent, deadline));
-		if (lock_deadline != 0)
-			pause = Min(pause, TimestampDifferenceMilliseconds(sent, lock_deadline));
-		rp_latch_sleep(pause);
-		backoff = Min(backoff * 2, RP_SEM_MAX_BACKOFF_MS);
+		rp_retry_sleep(&retry, sent);
 	}
 }
 

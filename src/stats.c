@@ -3,8 +3,7 @@
  * stats.c
  *		rp_stats and rp_locks: per-primitive counters and the table of every
  *		lease any backend of this server holds, in one piece of shared memory
- *		set up the pg_stat_statements way (shmem_request_hook, then
- *		shmem_startup_hook under AddinShmemInitLock).
+ *		(requested and set up from redis_primitives.c's shmem hooks).
  *
  * Before editing, know this: writers never wait for each other.  Counters
  * live in one slot per backend (indexed by MyBackendId, one writer each,
@@ -41,8 +40,6 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "notify.h"
-#include "ratelimit.h"
 #include "stats.h"
 
 /* Bytes of a lease name kept in rp_locks (longer names are truncated). */
@@ -110,9 +107,6 @@ static RpStatsShared *rp_stats_shared = NULL;
 static RpStatSlot *rp_stats_slots = NULL;
 static RpLockEntry *rp_lock_entries = NULL;
 
-static shmem_request_hook_type rp_stats_prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type rp_stats_prev_shmem_startup_hook = NULL;
-
 /* Settings. */
 static bool rp_track = true;
 static int	rp_max_tracked_leases = 1024;
@@ -139,25 +133,19 @@ rp_stats_shmem_size(void)
 	return size;
 }
 
-static void
+void
 rp_stats_shmem_request(void)
 {
-	if (rp_stats_prev_shmem_request_hook)
-		rp_stats_prev_shmem_request_hook();
 	RequestAddinShmemSpace(rp_stats_shmem_size());
-	RequestAddinShmemSpace(rp_notify_shmem_size());
 }
 
-static void
+/* Called under AddinShmemInitLock. */
+void
 rp_stats_shmem_startup(void)
 {
 	bool		found;
 	char	   *p;
 
-	if (rp_stats_prev_shmem_startup_hook)
-		rp_stats_prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	rp_stats_shared = ShmemInitStruct("redis_primitives stats",
 									  rp_stats_shmem_size(), &found);
 	p = (char *) rp_stats_shared + MAXALIGN(sizeof(RpStatsShared));
@@ -185,17 +173,11 @@ rp_stats_shmem_startup(void)
 		for (int i = 0; i < rp_max_tracked_leases; i++)
 			pg_atomic_init_u32(&rp_lock_entries[i].owner, 0);
 	}
-	rp_notify_shmem_startup();
-	LWLockRelease(AddinShmemInitLock);
 }
-
-static void rp_stats_ratelimit_observed(const char *algorithm, bool allowed,
-										bool would_refuse, bool shadow);
 
 void
 rp_stats_init(void)
 {
-	rp_ratelimit_observer_hook = rp_stats_ratelimit_observed;
 	DefineCustomBoolVariable("redis_primitives.track",
 							 "Counts every call of a primitive in rp_stats.",
 							 "Costs two clock readings and a few counter updates in shared memory per call.",
@@ -213,14 +195,6 @@ rp_stats_init(void)
 							"Each takes 256 bytes of shared memory.  Leases beyond it are held as usual but counted in rp_stats_info.locks_not_shown instead of shown.",
 								&rp_max_tracked_leases, 1024, 0, 1000000,
 								PGC_POSTMASTER, 0, NULL, NULL, NULL);
-	rp_notify_init();
-
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-	rp_stats_prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = rp_stats_shmem_request;
-	rp_stats_prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = rp_stats_shmem_startup;
 }
 
 static void
@@ -289,6 +263,21 @@ rp_error_counter(int sqlerrcode)
 	}
 }
 
+/* Add one to a counter of prim in this process's slot. */
+static void
+rp_stats_bump(RpPrimitive prim, int counter)
+{
+	bool		shared;
+	RpStatSlot *slot = rp_stats_my_slot(&shared);
+
+	if (shared)
+		SpinLockAcquire(&rp_stats_shared->shared_mutex);
+	rp_stats_catch_up(slot);
+	rp_add(&slot->c[prim][counter], 1);
+	if (shared)
+		SpinLockRelease(&rp_stats_shared->shared_mutex);
+}
+
 static void
 rp_stats_count(RpPrimitive prim, int64 elapsed_us, RpOutcome outcome,
 			   int sqlerrcode)
@@ -320,17 +309,16 @@ rp_stats_count(RpPrimitive prim, int64 elapsed_us, RpOutcome outcome,
 }
 
 /*
- * The rate limiter's observer (ratelimit.h): a call admitted in shadow mode
- * that the limit would have refused.  The call itself is counted by its
- * wrapper as ok (it admitted); this adds it to shadow_refused, a subset of
- * ok, so calls = ok + refused + errors still holds.
+ * The rate limiter's observer (ratelimit.h; _PG_init sets the hook): a call
+ * admitted in shadow mode that the limit would have refused.  The call
+ * itself is counted by its wrapper as ok (it admitted); this adds it to
+ * shadow_refused, a subset of ok, so calls = ok + refused + errors still
+ * holds.
  */
-static void
+void
 rp_stats_ratelimit_observed(const char *algorithm, bool allowed,
 							bool would_refuse, bool shadow)
 {
-	bool		shared;
-	RpStatSlot *slot;
 	RpPrimitive prim = RP_PRIM_RATELIMIT_SLIDING_LOG;
 
 	if (!shadow || !would_refuse || !rp_track || rp_stats_shared == NULL)
@@ -338,13 +326,7 @@ rp_stats_ratelimit_observed(const char *algorithm, bool allowed,
 	for (int k = RP_PRIM_RATELIMIT_SLIDING_LOG; k <= RP_PRIM_RATELIMIT_GCRA; k++)
 		if (strcmp(rp_prim_names[k] + strlen("ratelimit_"), algorithm) == 0)
 			prim = (RpPrimitive) k;
-	slot = rp_stats_my_slot(&shared);
-	if (shared)
-		SpinLockAcquire(&rp_stats_shared->shared_mutex);
-	rp_stats_catch_up(slot);
-	rp_add(&slot->c[prim][RP_C_SHADOW_REFUSED], 1);
-	if (shared)
-		SpinLockRelease(&rp_stats_shared->shared_mutex);
+	rp_stats_bump(prim, RP_C_SHADOW_REFUSED);
 }
 
 void
@@ -364,8 +346,6 @@ rp_stats_set_default(RpPrimitive prim)
 void
 rp_stats_conn_event(RpConnEvent event)
 {
-	bool		shared;
-	RpStatSlot *slot;
 	int			counter;
 
 	if (event == RP_EVENT_CONNECT)
@@ -384,13 +364,7 @@ rp_stats_conn_event(RpConnEvent event)
 		counter = RP_C_NOSCRIPT;
 	if (!rp_track || rp_stats_shared == NULL)
 		return;
-	slot = rp_stats_my_slot(&shared);
-	if (shared)
-		SpinLockAcquire(&rp_stats_shared->shared_mutex);
-	rp_stats_catch_up(slot);
-	rp_add(&slot->c[rp_stats_current][counter], 1);
-	if (shared)
-		SpinLockRelease(&rp_stats_shared->shared_mutex);
+	rp_stats_bump(rp_stats_current, counter);
 }
 
 void
@@ -816,7 +790,7 @@ rp_stats_info(PG_FUNCTION_ARGS)
 	values[3] = Int32GetDatum(shown);
 	values[4] = Int64GetDatum((int64) pg_atomic_read_u64(&rp_stats_shared->locks_not_shown));
 	values[5] = Int64GetDatum((int64) pg_atomic_read_u64(&rp_stats_shared->locks_not_shown_total));
-	values[6] = Int64GetDatum((int64) add_size(rp_stats_shmem_size(), rp_notify_shmem_size()));
+	values[6] = Int64GetDatum((int64) rp_stats_shmem_size());
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));
 }

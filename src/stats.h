@@ -80,8 +80,12 @@ typedef enum RpConnEvent
 	RP_EVENT_NOSCRIPT			/* a script was reloaded after NOSCRIPT */
 } RpConnEvent;
 
-/* Settings, shared memory, views.  Called by _PG_init. */
+/* Settings.  Called by _PG_init. */
 extern void rp_stats_init(void);
+
+/* Shared memory, when preloaded: redis_primitives.c's shmem hooks call these. */
+extern void rp_stats_shmem_request(void);
+extern void rp_stats_shmem_startup(void);
 
 /*
  * The wrapper of an SQL entry point: times body, classifies its result or
@@ -92,6 +96,13 @@ extern Datum rp_stats_call(RpPrimitive prim, RpOutcomeKind kind,
 
 /* The rate limiter's primitive, from the algorithm argument (argno). */
 extern RpPrimitive rp_stats_ratelimit_prim(FunctionCallInfo fcinfo, int argno);
+
+/*
+ * The rate limiter's observer (a rp_ratelimit_observer_hook_type, set by
+ * _PG_init): counts shadow-mode refusals.
+ */
+extern void rp_stats_ratelimit_observed(const char *algorithm, bool allowed,
+										bool would_refuse, bool shadow);
 
 /*
  * Define the SQL-callable C function `fn`, counted as `prim`, whose body
@@ -144,12 +155,5 @@ extern int	rp_stats_quiet_sqlstate(void);
 extern void rp_locks_publish(const void *key, const char *name, size_t namelen,
 							 int64 fence, TimestampTz expires_at, bool xact);
 extern void rp_locks_unpublish(const void *key);
-
-/*
- * Leadership notifications: the elector reports each change of belief; a
- * separate worker NOTIFYs redis_primitives.leader_channel.  Never blocks.
- */
-extern void rp_notify_leadership(const char *name, const char *node_id,
-								 int64 epoch, bool is_leader);
 
 #endif							/* RP_STATS_H */

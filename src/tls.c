@@ -389,6 +389,27 @@ rp_tls_explain(RpTlsConn *tc, int sslerr, const char *name, bool after_handshake
 }
 
 /*
+ * An SSL call returned n <= 0: if it wants the socket readable or writable,
+ * wait for that (a latch wait, to the deadline) and return true to call it
+ * again.  false for any other error (*sslerr says which), or with *sslerr
+ * = -1 when the deadline passed.
+ */
+static bool
+rp_tls_want(SSL *ssl, int n, int *sslerr, RpTlsWaitFn wait, TimestampTz deadline)
+{
+	*sslerr = SSL_get_error(ssl, n);
+	if (*sslerr != SSL_ERROR_WANT_READ && *sslerr != SSL_ERROR_WANT_WRITE)
+		return false;
+	if (!wait(*sslerr == SSL_ERROR_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE,
+			  deadline))
+	{
+		*sslerr = -1;
+		return false;
+	}
+	return true;
+}
+
+/*
  * After a handshake in which the server asked for a client certificate: in
  * TLS 1.3 the server judges it only after the client finished, and says so
  * with an alert in place of the first reply.  A PING here, answered or
@@ -415,17 +436,8 @@ rp_tls_probe(RpTlsConn *tc, RpTlsWaitFn wait, TimestampTz deadline, int *sslerr)
 			sent += n;
 			continue;
 		}
-		*sslerr = SSL_get_error(tc->ssl, n);
-		if (*sslerr == SSL_ERROR_WANT_WRITE || *sslerr == SSL_ERROR_WANT_READ)
-		{
-			if (!wait(*sslerr == SSL_ERROR_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline))
-			{
-				*sslerr = -1;
-				return false;
-			}
-			continue;
-		}
-		return false;
+		if (!rp_tls_want(tc->ssl, n, sslerr, wait, deadline))
+			return false;
 	}
 	while (got == 0 || line[got - 1] != '\n')
 	{
@@ -439,17 +451,8 @@ rp_tls_probe(RpTlsConn *tc, RpTlsWaitFn wait, TimestampTz deadline, int *sslerr)
 				got = 1;		/* a long error line: keep its end only */
 			continue;
 		}
-		*sslerr = SSL_get_error(tc->ssl, n);
-		if (*sslerr == SSL_ERROR_WANT_WRITE || *sslerr == SSL_ERROR_WANT_READ)
-		{
-			if (!wait(*sslerr == SSL_ERROR_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline))
-			{
-				*sslerr = -1;
-				return false;
-			}
-			continue;
-		}
-		return false;
+		if (!rp_tls_want(tc->ssl, n, sslerr, wait, deadline))
+			return false;
 	}
 	return true;
 }
@@ -515,15 +518,8 @@ rp_tls_handshake(redisContext *c, const char *host, const char *target,
 			ok = true;
 			break;
 		}
-		sslerr = SSL_get_error(ssl, rc);
-		if (sslerr != SSL_ERROR_WANT_READ && sslerr != SSL_ERROR_WANT_WRITE)
+		if (!rp_tls_want(ssl, rc, &sslerr, wait, deadline))
 			break;
-		if (!wait(sslerr == SSL_ERROR_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE,
-				  deadline))
-		{
-			sslerr = -1;
-			break;
-		}
 	}
 	if (ok && tc->cert_requested)
 	{

@@ -16,6 +16,25 @@
 
 #include "postgres.h"
 
+/*
+ * A token is RP_TOKEN_LEN characters; its first says its kind (a permit's
+ * begins with 's', which no hex lock token can), so a token alone says
+ * which key and script release it.
+ */
+#define RP_TOKEN_LEN	32
+
+typedef enum RpLeaseKind
+{
+	RP_LEASE_LOCK,				/* <prefix>{name}:lock, a string */
+	RP_LEASE_PERMIT				/* a member of <prefix>{name}:sem, a sorted set */
+} RpLeaseKind;
+
+static inline RpLeaseKind
+rp_token_kind(const char *token)
+{
+	return token[0] == 's' ? RP_LEASE_PERMIT : RP_LEASE_LOCK;
+}
+
 /* n strong random bytes into out; false when the strong source failed. */
 extern bool rp_token_random(uint8 *out, size_t n);
 

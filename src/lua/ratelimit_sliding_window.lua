@@ -6,13 +6,8 @@
 -- KEYS[1]  <prefix>{key}:rl:sliding_window  hash: s = start of the current
 --          bucket (ms, a multiple of window_ms), c = units in it, p = units in
 --          the bucket before it
--- KEYS[2]  (shadow mode only) <prefix>{key}:rl:shadow, the count of
---          requests the limit refused
--- ARGV[1]  max_requests (L)
--- ARGV[2]  window_ms (W), also the bucket width
--- ARGV[3]  cost (1 <= cost <= L)
--- ARGV[4]  '1' consume, '0' peek (reads only, writes nothing)
--- ARGV[5]  pinned clock in ms for tests, or '0' to read Redis' own TIME
+-- KEYS[2], ARGV[1..5]  as in ratelimit_common.lua (shadow count; L, W, cost,
+--          consume or peek, clock); here W is also the bucket width
 --
 -- At e ms into the current bucket the units in use are
 --     used = c + p * (W - e) / W
@@ -21,22 +16,7 @@
 -- below stays exact in Lua's doubles.  Returns {allowed 1|0, remaining,
 -- retry_after_ms, reset_after_ms, pttl}.  A refused request and every peek write
 -- nothing; an admission leaves a PEXPIRE of exactly reset_after_ms.
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
-local consume = ARGV[4] == '1'
-local now = tonumber(ARGV[5])
-if now == 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local function str(n) return string.format('%.0f', n) end
--- floor(a / b) for non-negative integers below 2^53, corrected for rounding.
-local function idiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
-  return q
-end
+-- #include ratelimit_common.lua
 
 local key = KEYS[1]
 local start = idiv(now, window) * window
@@ -95,13 +75,4 @@ end
 
 local remaining = idiv(limit * window - cur * window - prevW, window)
 if limit * window < cur * window + prevW then remaining = 0 end
--- Shadow mode: the caller admits every request, and counts here, in the
--- same atomic call, each one the limit refuses (which records nothing).
-if KEYS[2] and not allowed then
-  redis.call('INCR', KEYS[2])
-end
--- A refusal also says how long the key itself lives (PTTL: -1 none, -2 no
--- key): the refusal cache (src/ratecache.c) never outlives the key.
-local ttl = 0
-if not allowed then ttl = redis.call('PTTL', key) end
-return {allowed and 1 or 0, remaining, retry, reset, ttl}
+return reply(allowed, remaining, retry, reset)

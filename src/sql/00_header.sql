@@ -4,6 +4,9 @@
 -- Every object is created in @extschema@ and every reference to a type or
 -- operator is schema-qualified, so a hostile search_path at CREATE EXTENSION
 -- time cannot hijack it.
+--
+-- The '-- #begin NAME' and '-- #end NAME' lines mark definitions that the
+-- upgrade scripts (src/sql/upgrade/) include rather than repeat.
 
 \echo Use "CREATE EXTENSION redis_primitives" to load this file. \quit
 

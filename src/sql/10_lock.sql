@@ -75,6 +75,7 @@ COMMENT ON FUNCTION @extschema@.rp_leases() IS
 
 -- Pool-safe forms: act by token from any connection (see docs/applications.md).
 
+-- #begin token_forms
 CREATE FUNCTION @extschema@.rp_release(name pg_catalog.text, token pg_catalog.text)
 RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME', 'rp_release_token'
@@ -88,3 +89,4 @@ AS 'MODULE_PATHNAME', 'rp_extend_token'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION @extschema@.rp_extend(pg_catalog.text, pg_catalog.text, pg_catalog.int8) IS
   'Compare-and-pexpire by token, from any connection: the lease lives ttl_ms from now; NULL if no longer held';
+-- #end token_forms

@@ -4,11 +4,14 @@ CREATE FUNCTION @extschema@.rp_fence_guard()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'rp_fence_guard'
 LANGUAGE C;
+-- #begin fence_guard_comment
 COMMENT ON FUNCTION @extschema@.rp_fence_guard() IS
   'BEFORE ... FOR EACH ROW trigger, args (column [, options]): options ''error''|''skip'', ''strict'', ''lock=<name template>'', ''leader=<election>''; refuses stale writes (RP001) and writes without a live lease or token (RP004)';
+-- #end fence_guard_comment
 
 -- What is wrong with a table's guards: one row per problem, none when every
 -- guard can work.
+-- #begin fence_check
 CREATE FUNCTION @extschema@.rp_fence_check(fenced_table pg_catalog.regclass,
                                            OUT trigger_name pg_catalog.text,
                                            OUT problem pg_catalog.text,
@@ -18,6 +21,7 @@ AS 'MODULE_PATHNAME', 'rp_fence_check'
 LANGUAGE C STABLE PARALLEL SAFE;
 COMMENT ON FUNCTION @extschema@.rp_fence_check(pg_catalog.regclass) IS
   'Every reason a rp_fence_guard trigger of the table cannot guard it (wrong timing, events, column, options, trigger order); no rows when all can';
+-- #end fence_check
 
 CREATE TABLE @extschema@.rp_fenced_store (
   resource   pg_catalog.text PRIMARY KEY,
@@ -96,6 +100,7 @@ COMMENT ON FUNCTION @extschema@.rp_fenced_read(pg_catalog.text) IS
 -- write still in flight during a failover.
 CREATE INDEX rp_fenced_store_fence ON @extschema@.rp_fenced_store (fence);
 
+-- #begin fence_floor
 CREATE FUNCTION @extschema@.rp_fence_floor(fenced_table pg_catalog.regclass)
 RETURNS pg_catalog.int8
 LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -165,3 +170,4 @@ END
 $$;
 COMMENT ON FUNCTION @extschema@.rp_fence_floor(pg_catalog.regclass) IS
   'Highest fence token the rp_fence_guard-ed table holds: pass it as rp_acquire''s floor so a Redis failover that lost counter increments cannot re-issue a token the table accepted';
+-- #end fence_floor

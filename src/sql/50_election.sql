@@ -4,6 +4,7 @@
 -- STRICT: a NULL argument is an error (22004), never a NULL result that would
 -- read as "not leader".
 
+-- #begin campaign
 CREATE FUNCTION @extschema@.rp_campaign(name pg_catalog.text, node_id pg_catalog.text,
                                         lease_ms pg_catalog.int8,
                                         floor pg_catalog.int8 DEFAULT 0)
@@ -12,6 +13,7 @@ AS 'MODULE_PATHNAME', 'rp_campaign'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION @extschema@.rp_campaign(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.int8) IS
   'Become leader of name as node_id for lease_ms (a new epoch above floor), or renew if already leader (same epoch); returns the epoch, NULL when another node or a lock holder has the name';
+-- #end campaign
 
 CREATE FUNCTION @extschema@.rp_resign(name pg_catalog.text, node_id pg_catalog.text)
 RETURNS pg_catalog.bool
@@ -41,8 +43,10 @@ CREATE FUNCTION @extschema@.rp_is_leader(name pg_catalog.text)
 RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME', 'rp_is_leader_local'
 LANGUAGE C VOLATILE PARALLEL SAFE;
+-- #begin is_leader_comment
 COMMENT ON FUNCTION @extschema@.rp_is_leader(pg_catalog.text) IS
   'This server''s background elector leads name, before its lease deadline; no round trip.  False for a configured election the elector does not run yet; errors for a name not in redis_primitives.elections';
+-- #end is_leader_comment
 
 CREATE FUNCTION @extschema@.rp_elections(
     OUT name pg_catalog.text, OUT node_id pg_catalog.text, OUT is_leader pg_catalog.bool,

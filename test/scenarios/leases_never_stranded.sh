@@ -39,7 +39,9 @@ session_close s
 # check below would pass with no lease at all: mutants 56 and 57 survived
 # that).  It is terminated there.  Its exit release cannot reach Redis in
 # time either; the lease Redis grants on waking must still end within
-# seconds (the background worker owns it then).
+# seconds.  (Redis, on waking, also runs the exit release the backend left
+# in its socket, so this block cannot tell the worker's release from the
+# backend's: orphan_worker.sh has the case only the worker can release.)
 session_open t
 session_q t "SET redis_primitives.command_timeout = '10s'" >/dev/null
 session_q t "SELECT (rp_lock_info('term1')).held" >/dev/null

@@ -130,19 +130,19 @@ is "$(redis get naive:sem)" "$PERMITS" "the counter says $PERMITS in use with no
 
 lap "3: naive twin"
 # Ours, holders hung (SIGSTOP: they cannot release): back within the TTL.
-TTL=2000
+TTL=8000
 barrier_hold 8302
 for i in $(seq $PERMITS); do
 	q "SET application_name = 'sem-holder'" "SELECT pg_advisory_lock_shared(8302)" \
 	  "SELECT (rp_semaphore_acquire('dies', $PERMITS, $TTL)).fence" "SELECT pg_sleep(60)" >/dev/null 2>&1 &
 done
 barrier_wait 8302 $PERMITS; barrier_release 8302
-for k in $(seq 200); do [ "$(info dies in_use)" = "$PERMITS" ] && break; sleep 0.02; done
+for k in $(seq 1000); do [ "$(info dies in_use)" = "$PERMITS" ] && break; sleep 0.02; done
 t0=$(now_ms)
 pids=$(q "SELECT pid FROM pg_stat_activity WHERE application_name = 'sem-holder'")
 for p in $pids; do kill -STOP "$p"; done
 is "$(q "SELECT rp_semaphore_acquire('dies', $PERMITS, 10000) IS NULL")" "t" "$PERMITS hung holders: a newcomer is refused"
-got=$(q "SELECT (rp_semaphore_acquire('dies', $PERMITS, 10000, 15000)).fence IS NOT NULL")
+got=$(q "SELECT (rp_semaphore_acquire('dies', $PERMITS, 10000, 30000)).fence IS NOT NULL")
 elapsed=$(( $(now_ms) - t0 ))
 diag "the hung holders' permits came back $elapsed ms after they all held (TTL $TTL ms)"
 is "$got" "t" "a waiting newcomer gets a permit once the hung holders' TTL ends"

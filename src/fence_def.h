@@ -1,9 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * fence.h
+ * fence_def.h
  *		The fence guard's definition (parsed from its trigger), shared by the
- *		trigger (fence.c), rp_fence_check (fence_def.c) and the commit-time
- *		check (fence_commit.c).
+ *		trigger (fence.c) and rp_fence_check (fence_def.c).
  *
  * Before editing, know this: every check of a guard's own definition lives
  * in rp_guard_parse, so that what the trigger refuses to run with and what
@@ -11,8 +10,8 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef RP_FENCE_H
-#define RP_FENCE_H
+#ifndef RP_FENCE_DEF_H
+#define RP_FENCE_DEF_H
 
 #include "postgres.h"
 
@@ -22,9 +21,6 @@
 #include "utils/rel.h"
 
 #include "errcodes.h"
-
-/* redis_primitives.lease_margin, ms (fence.c) */
-extern int	rp_lease_margin_ms;
 
 typedef enum RpGuardKind
 {
@@ -69,11 +65,7 @@ typedef struct RpGuard
 
 #define RP_MISUSE	ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED
 
-/* fence_def.c */
 extern void rp_guard_parse(Relation rel, Trigger *trig, RpGuard *g);
 extern void rp_problem(RpGuard *g, int code, const char *hint, const char *fmt,...) pg_attribute_printf(4, 5);
 
-/* fence_commit.c: remember a write accepted under (name, fence) for the commit. */
-extern void rp_commit_remember(bool leader, const char *name, int64 fence);
-
-#endif							/* RP_FENCE_H */
+#endif							/* RP_FENCE_DEF_H */

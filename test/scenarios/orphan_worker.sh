@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# orphan_worker.sh -- the background worker releases what an exiting backend
+# could not (issue 20: mutant 57; keys of 512 bytes or more).
+#
+# Backends hold 120 s leases and exit while Redis runs no writes (CLIENT
+# PAUSE WRITE): their exit release is held by Redis, and dropped with their
+# connection when they exit, so only the worker can release those leases,
+# once Redis runs writes again.  (DEBUG SLEEP would not do: Redis runs a
+# release still in the socket when it wakes, worker or not.)  Reads still
+# run, so the checks can see the leases outlive their backends.
+#
+# Naive twin: the same backend on a server without shared_preload_libraries,
+# where there is no worker (docs/lock.md): its lease outlives the pause and
+# is held for its TTL.
+source "$(dirname "$0")/tap.bash"
+source "$(dirname "$0")/../../scripts/lib.sh"
+plan 12
+
+ttl=120000
+long=$(printf 'L%.0s' $(seq 600))           # its key is 610 bytes
+pttl() { redis pttl "$(key "$1" lock)"; }
+# A 300 kB name: more than the worker's queue holds (256 kB of keys), and
+# too long for a command line, so it is spelled in SQL and in Lua.
+huge_sql="repeat('H', 300000)"
+huge_pttl() { redis eval "return redis.call('pttl', 'rp:{' .. string.rep('H', 300000) .. '}:lock')" 0; }
+trap 'redis client unpause >/dev/null 2>&1' EXIT
+
+port=$(rp_free_port)
+rp_start_pg noworker "$port" "shared_preload_libraries = ''"
+NW="psql -X -At -q -h $RP_TMP -p $port -d postgres"
+$NW -c "CREATE EXTENSION redis_primitives" >/dev/null
+
+# hold SERVER-PSQL APP NAME-SQL: a backend that takes the lease, then sleeps.
+hold() {
+	$1 -c "SET application_name = '$2'" -c "SELECT (rp_acquire($3, $ttl)).fence" \
+	   -c "SELECT pg_sleep(600)" >"$RP_TMP/$2.out" 2>&1 &
+}
+hold "psql -X -At -q -d $RP_DB" orph-short "'orph1'"
+hold "psql -X -At -q -d $RP_DB" orph-long "'$long'"
+hold "psql -X -At -q -d $RP_DB" orph-huge "$huge_sql"
+hold "$NW" orph-twin "'orph-twin'"
+wait_for 60 '[ "$(pttl orph1)" -gt 0 ] && [ "$(pttl "$long")" -gt 0 ] && [ "$(huge_pttl)" -gt 0 ] && [ "$(pttl orph-twin)" -gt 0 ]'
+ok $? "four backends hold 120 s leases (a short name, a 600-byte name, a 300 kB name, and one on the server without the worker)"
+
+redis client pause 60000 write >/dev/null
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name IN ('orph-short', 'orph-long', 'orph-huge')" >/dev/null
+$NW -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'orph-twin'" >/dev/null
+# A backend leaves pg_stat_activity after its exit callback has run.
+gone() {
+	local sql="SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'orph-%'"
+	[ "$(q "$sql")" = 0 ] && [ "$($NW -c "$sql")" = 0 ]
+}
+wait_for 60 gone
+ok $? "the backends are terminated while Redis runs no writes, and have exited"
+wait
+left=$(pttl orph1)
+cmp_ok "$left" -gt 0 "their own exit release did not reach Redis: the lease is still held ($left ms left)"
+left=$(pttl "$long")
+cmp_ok "$left" -gt 0 "nor the 600-byte name's ($left ms left)"
+
+t0=$(now_ms)
+redis client unpause >/dev/null
+wait_for 30 '[ "$(pttl orph1)" = -2 ]'
+ok $? "Redis runs writes again: the worker releases the lease within 30 s ($(( $(now_ms) - t0 )) ms)"
+is "$(q "SELECT (rp_acquire('orph1', 10000, 0)).fence IS NOT NULL")" "t" "and another session acquires the name at once"
+# The twin's backend exited in the same pause, and nothing releases it.
+left=$(pttl orph-twin)
+cmp_ok "$left" -gt 0 "naive twin: without the worker (no shared_preload_libraries), the lease outlives the pause: $left ms of its TTL left"
+is "$($NW -c "SELECT rp_acquire('orph-twin', 10000, 0) IS NULL")" "t" "and no other session can acquire that name"
+wait_for 30 '[ "$(pttl "$long")" = -2 ]'
+ok $? "the worker releases a lease of a 600-byte name too ($(( $(now_ms) - t0 )) ms)"
+is "$(q "SELECT (rp_acquire('$long', 10000, 0)).fence IS NOT NULL")" "t" "and another session acquires that name at once"
+# Past the queue's bound the lease is left to its TTL, and the log says so.
+grep -A1 'could not hand a Redis lease to the background worker: its queue is full' "$RP_TMP/pg.log" >"$RP_TMP/orph-warn"
+grep -q "this lease's key is 300010 bytes" "$RP_TMP/orph-warn"
+ok $? "a key larger than the worker's queue is not dropped silently: a WARNING in the log names its size"
+cmp_ok "$(huge_pttl)" -gt 0 "and that lease is left to its TTL, as documented"
+redis del "$(key orph-twin lock)" >/dev/null
+redis eval "return redis.call('del', 'rp:{' .. string.rep('H', 300000) .. '}:lock')" 0 >/dev/null
+
+rp_stop_pg noworker
+finish
