@@ -157,18 +157,20 @@ q "SELECT rp_ratelimit_reset('sh')" >/dev/null
 is "$(q "SELECT rp_ratelimit('sh', 1, 600000, 1, 'gcra')")" "t" "after rp_ratelimit_reset on this server, the next call is admitted"
 
 # Refresh: an entry lives until retry_after_ms, not longer.  The clock is
-# pinned, so Redis refuses the same way whatever the machine's speed (2 per
-# 4 s: one unit every 2 s, retry_after 2000 ms); past retry_after the cached
-# refusal has expired and the call asks Redis again (one round trip, refused
-# again: the pinned clock never moves).  A cache that held the refusal for
-# the whole window (4 s) would make none.
+# pinned, so Redis refuses the same way whatever the machine's speed (20 per
+# 40 s, the whole burst taken at once: one unit every 2 s, retry_after
+# 2000 ms, while the key itself lives 40 s of real time, so a loaded machine
+# cannot let it expire under the check); past retry_after the cached refusal
+# has expired and the call asks Redis again (one round trip, refused again:
+# the pinned clock never moves).  A cache that held the refusal for the whole
+# window (40 s) would make none.
 rf() { PGOPTIONS="$PGOPTIONS -c redis_primitives.ratelimit_clock_ms=7000000" q "$@"; }
-out=$(rf "SELECT rp_ratelimit('rf', 2, 4000, 1, 'gcra')" "SELECT rp_ratelimit('rf', 2, 4000, 1, 'gcra')" \
-	"SELECT retry_after_ms FROM rp_ratelimit_consume('rf', 2, 4000, 1, 'gcra')" | tr '\n' ' ')
+out=$(rf "SELECT rp_ratelimit('rf', 20, 40000, 20, 'gcra')" "SELECT rp_ratelimit('rf', 20, 40000, 1, 'gcra')" \
+	"SELECT retry_after_ms FROM rp_ratelimit_consume('rf', 20, 40000, 1, 'gcra')" | tr '\n' ' ')
 sleep 2.3
 b=$(round_trips)
-r=$(rf "SELECT rp_ratelimit('rf', 2, 4000, 1, 'gcra')")
-is "$out$r:$(( $(round_trips) - b ))" "t t 2000 f:1" \
+r=$(rf "SELECT rp_ratelimit('rf', 20, 40000, 1, 'gcra')")
+is "$out$r:$(( $(round_trips) - b ))" "t f 2000 f:1" \
 	"past retry_after (2000 ms) the cached refusal has expired: the next call asks Redis (1 round trip)"
 
 
