@@ -5,7 +5,7 @@
 # works with no action from the user.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 44
+plan 45
 
 # Redis is inside DEBUG SLEEP (its main thread in nanosleep, not epoll_wait).
 redis_asleep() { grep -q nanosleep "/proc/$(cat "$RP_TMP/redis-$REDIS_PORT.pid")/wchan"; }
@@ -134,6 +134,20 @@ kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
 wait $caller
 is "$out|$(cat "$RP_TMP/stale.out")" "ERROR:  08006|f|" \
 	"a call sent while Redis is still hung after a timeout gets its own answer (the timed-out connection was dropped)"
+
+# 5d. The same after a cancel (statement_timeout) mid-exchange: the cancelled
+# call's reply is still to come, so its connection must go too.
+session_q s "SET redis_primitives.command_timeout = '30s'; SET statement_timeout = '300ms'" >/dev/null
+kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
+out=$(session_q s "SELECT rp_acquire('stale-3', 60000)")
+session_q s "RESET statement_timeout" >/dev/null
+( session_q s "SELECT held, fence FROM rp_lock_info('stale-4')" >"$RP_TMP/stale.out" ) & caller=$!
+wait_for 30 "waiting_on_redis $spid 'rp_lock_info(%stale-4'"
+kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
+wait $caller
+session_q s "RESET redis_primitives.command_timeout" >/dev/null
+is "$out|$(cat "$RP_TMP/stale.out")" "ERROR:  57014|f|" \
+	"a call sent while Redis is still hung after a cancelled call gets its own answer (the cancelled call's connection was dropped)"
 
 # 6. statement_timeout and cancel end a hung call sooner than command_timeout.
 session_q s "SET redis_primitives.command_timeout = '30s'; SET statement_timeout = '300ms'" >/dev/null
