@@ -58,7 +58,7 @@ setup ratelimit_refused_flood
 # Raw floor: the scripts straight from redis-benchmark -c 1 (mean ms).
 raw_ms() {  # lua file, args...
 	local f=$1 sha; shift
-	sha=$(rcli SCRIPT LOAD "$(cat "$RP_ROOT/src/lua/$f.lua")")
+	sha=$(rcli SCRIPT LOAD "$(sh "$RP_ROOT/scripts/expand-includes.sh" "$RP_ROOT/src/lua" "$RP_ROOT/src/lua/$f.lua")")
 	redis-benchmark -p "$REDIS_PORT" -c 1 -n 20000 -r 100000000 --csv EVALSHA "$sha" "$@" 2>/dev/null |
 		awk -F'","' 'NR == 2 { gsub(/"/, "", $2); print 1000 / $2 }'
 }

@@ -22,7 +22,9 @@ IDS=()
 BAD=0
 while IFS='|' read -r id file args; do
 	case $id in ''|\#*) continue ;; esac
-	sha=$(redis-cli -p "$REDIS_PORT" -x script load < "$RP_ROOT/$file")
+	# The script as the extension embeds it: shared text (-- #include) joined.
+	sha=$(sh "$RP_ROOT/scripts/expand-includes.sh" "$RP_ROOT/src/lua" "$RP_ROOT/$file" |
+		redis-cli -p "$REDIS_PORT" -x script load)
 	args=$(expand "$args")
 	# shellcheck disable=SC2086
 	trial=$(rcli evalsha "$sha" ${args//__rand_int__/0} 2>&1)

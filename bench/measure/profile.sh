@@ -79,7 +79,7 @@ account select2 no
 account pair "$PERF"
 account rl2 no
 
-sha=$(rcli -n 1 -x script load < "$RP_ROOT/src/lua/lock_acquire.lua")
+sha=$(sh "$RP_ROOT/scripts/expand-includes.sh" "$RP_ROOT/src/lua" "$RP_ROOT/src/lua/lock_acquire.lua" | rcli -n 1 -x script load)
 rb=$( { /usr/bin/time -f '%U %S' redis-benchmark -p "$REDIS_PORT" --dbnum 1 -c 1 -n 20000 -r 100000000 -q \
 	EVALSHA "$sha" 2 'rp:{rb:__rand_int__}:lock' 'rp:{rb:__rand_int__}:fence' "$TOKEN" 10000 0 >/dev/null; } 2>&1 | tail -1 |
 	awk 'NF == 2 { printf "%.1f", ($1 + $2) * 1e6 / 20000 }')
