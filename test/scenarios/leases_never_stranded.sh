@@ -45,14 +45,7 @@ session_close s
 session_open t
 session_q t "SET redis_primitives.command_timeout = '10s'" >/dev/null
 session_q t "SELECT (rp_lock_info('term1')).held" >/dev/null
-pid=$(session_pid t)
-redis debug sleep 5 >/dev/null 2>&1 & sleeper=$!
-# Asleep once a PING goes unanswered for a second (a loaded machine may take
-# a few hundred ms just to start redis-cli, so not less).
-for i in $(seq 50); do timeout 1 redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 || break; sleep 0.05; done
-printf '%s\n' "SELECT rp_acquire('term1', 600000);" >&"$_fd_t"
-for i in $(seq 40); do [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND state = 'active' AND query LIKE '%rp_acquire(%'")" = 1 ] && break; sleep 0.05; done
-sleep 0.2
+send_to_sleeping_redis "$REDIS_PORT" t 5 "SELECT rp_acquire('term1', 600000);" '%rp_acquire(%'
 is "$(q "SELECT state FROM pg_stat_activity WHERE pid = $pid")" "active" "the acquire waits on the sleeping Redis when its backend is terminated"
 q "SELECT pg_terminate_backend($pid)" >/dev/null
 wait $sleeper; t=$(now_ms)

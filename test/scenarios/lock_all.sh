@@ -91,15 +91,7 @@ is "$(rc EXISTS "rp:{c-1}:lock")" "0" "and nothing is left held"
 session_open t
 session_q t "SET redis_primitives.command_timeout = '10s'" >/dev/null
 session_q t "SELECT (rp_lock_info('tm-1')).held" >/dev/null
-pid=$(session_pid t)
-rc DEBUG SLEEP 4 >/dev/null 2>&1 & sleeper=$!
-for i in $(seq 50); do timeout 1 redis-cli -p "$RPORT" ping >/dev/null 2>&1 || break; sleep 0.05; done
-printf '%s\n' "SELECT rp_acquire_all(ARRAY['tm-1', 'tm-2', 'tm-3'], 600000);" >&"$_fd_t"
-for i in $(seq 40); do
-	[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND state = 'active' AND query LIKE '%rp_acquire_all(%'")" = 1 ] && break
-	sleep 0.05
-done
-sleep 0.2
+send_to_sleeping_redis "$RPORT" t 4 "SELECT rp_acquire_all(ARRAY['tm-1', 'tm-2', 'tm-3'], 600000);" '%rp_acquire_all(%'
 is "$(q "SELECT state FROM pg_stat_activity WHERE pid = $pid")" "active" \
 	"rp_acquire_all waits on the sleeping Redis when its backend is terminated"
 q "SELECT pg_terminate_backend($pid)" >/dev/null

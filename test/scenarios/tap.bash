@@ -96,6 +96,26 @@ finish() { [ "$_tap_failed" -eq 0 ]; }
 # A long-lived psql session fed through a FIFO, for "the same session's next
 # call" across a Redis restart.  session_q prints the output of one batch,
 # with errors shown as "ERROR:  <SQLSTATE>".
+# send_to_sleeping_redis PORT SESSION SECONDS SQL LIKE: put the Redis at PORT
+# to sleep for SECONDS (DEBUG SLEEP in the background: its job in $sleeper),
+# send SQL on the open SESSION without waiting for its answer, and return
+# once the session's backend ($pid) runs a statement LIKE the pattern, plus
+# 0.2 s for the call to be sent.  Redis counts as asleep once a PING goes
+# unanswered for a second (a loaded machine may take a few hundred ms just
+# to start redis-cli, so not less).
+send_to_sleeping_redis() {
+	local port=$1 fdvar="_fd_$2" secs=$3 sql=$4 like=$5 i
+	pid=$(session_pid "$2")
+	redis-cli -p "$port" DEBUG SLEEP "$secs" >/dev/null 2>&1 & sleeper=$!
+	for i in $(seq 50); do timeout 1 redis-cli -p "$port" ping >/dev/null 2>&1 || break; sleep 0.05; done
+	printf '%s\n' "$sql" >&"${!fdvar}"
+	for i in $(seq 40); do
+		[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND state = 'active' AND query LIKE '$like'")" = 1 ] && break
+		sleep 0.05
+	done
+	sleep 0.2
+}
+
 session_open() {  # name
 	local n=$1
 	mkfifo "$RP_TMP/$n.in"
