@@ -173,27 +173,27 @@ cmp_ok "$el" -lt 6000 "... after ${el} ms (connect_timeout 1000 ms)"
 t=$(now_ms); st=$(state "$(at "${PORT[hung]}" require "SET redis_primitives.connect_timeout = 600000; SET statement_timeout = 1000;")" "$WORK"); el=$(( $(now_ms) - t ))
 is "$st" "57014" "hung TLS peer: statement_timeout ends the handshake (connect_timeout 10 min)"
 cmp_ok "$el" -lt 6000 "... after ${el} ms"
-(psql -X -At -q -d "$RP_DB" -c "SET application_name = 'tls-hung'" -c "$(at "${PORT[hung]}" require "SET redis_primitives.connect_timeout = 600000;")" \
-	-c "$WORK" >"$RP_TMP/hung.out" 2>&1; echo $? >"$RP_TMP/hung.rc") &
-for i in $(seq 100); do
-	[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tls-hung' AND state = 'active'")" = 1 ] && break
-	sleep 0.05
-done
-sleep 0.3
+# in_hung_handshake NAME: a session (application_name NAME) whose call hangs
+# in the TLS handshake with the silent peer, in the background: its output
+# in hung.out, its exit status in hung.rc; returns once it is running.
+in_hung_handshake() {
+	rm -f "$RP_TMP/hung.rc"
+	(psql -X -At -q -d "$RP_DB" -c "SET application_name = '$1'" -c "$(at "${PORT[hung]}" require "SET redis_primitives.connect_timeout = 600000;")" \
+		-c "$WORK" >"$RP_TMP/hung.out" 2>&1; echo $? >"$RP_TMP/hung.rc") &
+	for i in $(seq 100); do
+		[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$1' AND state = 'active'")" = 1 ] && break
+		sleep 0.05
+	done
+	sleep 0.3
+}
+in_hung_handshake tls-hung
 t=$(now_ms); q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'tls-hung'" >/dev/null
 for i in $(seq 100); do [ -f "$RP_TMP/hung.rc" ] && break; sleep 0.05; done; el=$(( $(now_ms) - t ))
 grep -q 'canceling statement due to user request' "$RP_TMP/hung.out"; ok $? "hung TLS peer: cancel ends the handshake"
 cmp_ok "$el" -lt 3000 "... ${el} ms after pg_cancel_backend"
 # FATAL in the middle of a handshake: the backend exits through its exit
 # callbacks with a half-open TLS session; nothing crashes.
-rm -f "$RP_TMP/hung.rc"
-(psql -X -At -q -d "$RP_DB" -c "SET application_name = 'tls-fatal'" -c "$(at "${PORT[hung]}" require "SET redis_primitives.connect_timeout = 600000;")" \
-	-c "$WORK" >"$RP_TMP/hung.out" 2>&1; echo $? >"$RP_TMP/hung.rc") &
-for i in $(seq 100); do
-	[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tls-fatal' AND state = 'active'")" = 1 ] && break
-	sleep 0.05
-done
-sleep 0.3
+in_hung_handshake tls-fatal
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tls-fatal'" >/dev/null
 for i in $(seq 200); do [ -f "$RP_TMP/hung.rc" ] && break; sleep 0.05; done
 grep -q 'terminating connection due to administrator command' "$RP_TMP/hung.out"; ok $? "hung TLS peer: pg_terminate_backend ends the backend in the handshake"
