@@ -98,7 +98,8 @@ diag("names under load in the moving slots: @names");
 # calls to meet it half-moved (ASK and TRYAGAIN), not only after (MOVED).
 my $filler = join('', map { my $n = $_; map { "SET rp:{$n}:filler:$_ x\n" } 1 .. 1500 } @names);
 $m[0]->cli(\$filler);
-my $loader = lease_load($node, 'clu_log', 8, \@names, 'PERFORM rp_lock_info(n);');
+my $loader = lease_load($node, 'clu_log', 8, \@names,
+	'l := rp_acquire(n, 5000); PERFORM rp_lock_info(n); PERFORM rp_release(l);');
 wait_until(sub { sql('SELECT count(*) FROM clu_log WHERE ok') >= 50 });
 $a0 = sum_calls('asking');
 my $t = now_ms();
