@@ -53,7 +53,6 @@ sub topology_ready
 	return 1;
 }
 sub ms_of { return sql("SELECT (extract(epoch FROM $_[0]) * 1000)::bigint"); }
-sub calls_work { my ($rc, $out) = $node->psql('postgres', "SELECT held FROM rp_lock_info('x')"); return $rc == 0 && $out eq 'f'; }
 
 ok(wait_until(sub { $pr->link_up && topology_ready($pm, $pr) }),
 	'master, replica and three sentinels are up and know each other');
@@ -77,32 +76,17 @@ CREATE TABLE sent_acct (id int PRIMARY KEY, fence bigint NOT NULL, writes int NO
 CREATE INDEX ON sent_acct (fence);
 CREATE TRIGGER guard BEFORE INSERT OR UPDATE ON sent_acct FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence');
 INSERT INTO sent_acct VALUES (1, 0, 0);
-CREATE TABLE sent_log (at timestamptz NOT NULL, ok bool NOT NULL, state text, fence bigint);
-CREATE PROCEDURE sent_load(secs float8, lock_name text, fenced regclass) LANGUAGE plpgsql AS $$
-DECLARE
-  l rp_lease;
-  stop timestamptz := clock_timestamp() + secs * interval '1 second';
-BEGIN
-  WHILE clock_timestamp() < stop LOOP
-    BEGIN
-      l := rp_acquire(lock_name, 2000, 0, rp_fence_floor(fenced));
-      IF l IS NOT NULL THEN
-        EXECUTE format('UPDATE %s SET fence = $1, writes = writes + 1 WHERE id = 1', fenced) USING l.fence;
-        PERFORM rp_release(l);
-      END IF;
-      INSERT INTO sent_log VALUES (clock_timestamp(), true, NULL, l.fence);
-    EXCEPTION WHEN OTHERS THEN
-      INSERT INTO sent_log VALUES (clock_timestamp(), false, SQLSTATE, NULL);
-      BEGIN PERFORM rp_release_all(); EXCEPTION WHEN OTHERS THEN NULL; END;
-    END;
-    COMMIT;
-    PERFORM pg_sleep(0.02);
-  END LOOP;
-END $$;
 SELECT rp_release_all();
 });
 
-my $loader = psql_start($node, "CALL sent_load(16, 'sent-acct', 'sent_acct')");
+# A call every 20 ms: a lease on the floor of the fenced table, whose token
+# the table then takes.
+my $loader = lease_load($node, 'sent_log', 16, ['sent-acct'], q{PERFORM pg_sleep(0.02);
+        l := rp_acquire(n, 2000, 0, rp_fence_floor('sent_acct'));
+        IF l IS NOT NULL THEN
+          UPDATE sent_acct SET fence = l.fence, writes = writes + 1 WHERE id = 1;
+          PERFORM rp_release(l);
+        END IF;});
 wait_until(sub { sql('SELECT count(*) FROM sent_log WHERE ok AND fence IS NOT NULL') >= 20 });
 my $kill_at = now_ms();
 $pm->kill9;
@@ -122,9 +106,9 @@ ok($first_ok ne '' && $last_ok ne '' && $pause < 20000,
 	"the pause is the failover time (sentinel down-after 1000 ms), not more ($pause ms)");
 cmp_ok(sql("SELECT count(*) FROM sent_log WHERE ok AND fence IS NOT NULL AND at > to_timestamp($kill_at / 1000.0)"),
 	'>=', 10, 'leases are taken and fenced writes made on the new master');
-is(sql("SELECT count(*) FROM sent_log WHERE NOT ok AND state NOT IN ('08001', '08006')"), '0',
+is(sql("SELECT count(*) FROM sent_log WHERE NOT ok AND left(state, 5) NOT IN ('08001', '08006')"), '0',
 	'calls during the failover fail only as unreachable or lost ('
-	  . sql("SELECT string_agg(DISTINCT state, ',') FROM sent_log WHERE NOT ok") . ')');
+	  . sql("SELECT string_agg(DISTINCT left(state, 5), ',') FROM sent_log WHERE NOT ok") . ')');
 is( sql(q{SELECT count(*) FROM (SELECT fence, max(fence) OVER (ORDER BY at ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev
          FROM sent_log WHERE fence IS NOT NULL) s WHERE fence <= prev}), '0',
 	'every accepted token is above every token accepted before it, across the failover');
@@ -187,7 +171,8 @@ $b->quit;
 
 $kill_at = now_ms();
 $pr->kill9;
-ok(wait_until(sub { $sent[0]->master_port eq $pm->port }) && wait_until(\&calls_work),
+ok( wait_until(sub { $sent[0]->master_port eq $pm->port })
+	  && $node->poll_query_until('postgres', "SELECT NOT held FROM rp_lock_info('x')"),
 	'the lagging replica is promoted, and calls work against it');
 diag('failover B: kill to first call served: ' . (now_ms() - $kill_at) . ' ms');
 

@@ -98,7 +98,8 @@ diag("names under load in the moving slots: @names");
 # calls to meet it half-moved (ASK and TRYAGAIN), not only after (MOVED).
 my $filler = join('', map { my $n = $_; map { "SET rp:{$n}:filler:$_ x\n" } 1 .. 1500 } @names);
 $m[0]->cli(\$filler);
-my $loader = lease_load($node, 'clu_log', 8, \@names, 'PERFORM rp_lock_info(n);');
+my $loader = lease_load($node, 'clu_log', 8, \@names,
+	'l := rp_acquire(n, 5000); PERFORM rp_lock_info(n); PERFORM rp_release(l);');
 wait_until(sub { sql('SELECT count(*) FROM clu_log WHERE ok') >= 50 });
 $a0 = sum_calls('asking');
 my $t = now_ms();
@@ -124,6 +125,7 @@ is(sql("SELECT (rp_acquire('$n1', 1000)).fence"), sql("SELECT max(fence) + 1 FRO
 # The name's slot is MIGRATING on its owner and IMPORTING on another master.
 # Slots 100 and 101 moved to the second master above.
 my ($src, $dst) = ($m[1], $m[0]);
+my ($src_id, $dst_id) = map { $_->cli('CLUSTER', 'MYID') } ($src, $dst);
 sub name_in_slot
 {
 	return sql("SELECT n FROM (SELECT '$_[0]-' || i AS n FROM generate_series(1, 200000) i) s WHERE rp_key_slot('rp:{' || n || '}:lock') = $_[1] LIMIT 1");
@@ -135,19 +137,12 @@ sub half_move
 	my ($slot, $name, @keep) = @_;
 	$src->cli('SET', "rp:{$name}:lock", 'someone-else', 'PX', '600000');
 	$src->cli('SET', "rp:{$name}:fence", '7');
-	$dst->cli('CLUSTER', 'SETSLOT', $slot, 'IMPORTING', $src->cli('CLUSTER', 'MYID'));
-	$src->cli('CLUSTER', 'SETSLOT', $slot, 'MIGRATING', $dst->cli('CLUSTER', 'MYID'));
+	$dst->cli('CLUSTER', 'SETSLOT', $slot, 'IMPORTING', $src_id);
+	$src->cli('CLUSTER', 'SETSLOT', $slot, 'MIGRATING', $dst_id);
 	for my $k (split /\n/, $src->cli('CLUSTER', 'GETKEYSINSLOT', $slot, '5000'))
 	{
 		$src->cli('MIGRATE', '127.0.0.1', $dst->port, $k, '0', '5000') unless grep { $_ eq $k } @keep;
 	}
-	return;
-}
-sub finish_move
-{
-	my ($slot) = @_;
-	my $id = $dst->cli('CLUSTER', 'MYID');
-	$_->cli('CLUSTER', 'SETSLOT', $slot, 'NODE', $id) for ($dst, $src);
 	return;
 }
 
@@ -160,7 +155,7 @@ is(sql("SELECT held::text || '/' || coalesce(last_fence::text, 'none') FROM rp_l
 	'a call meeting a slot mid-migration gets its answer (ASK followed)');
 cmp_ok($dst->calls('asking') - $a0, '>=', 1,
 	'the importing node saw ASKING: the redirection was followed, not MOVED after the move');
-finish_move(100);
+$_->cli('CLUSTER', 'SETSLOT', 100, 'NODE', $dst_id) for ($dst, $src);    # the move is over
 
 # TRYAGAIN: the name's lock key has moved, its counter not yet: a script
 # that needs both keys is answered TRYAGAIN, and the call must wait and
@@ -175,7 +170,7 @@ my $call = psql_start($node, "SET redis_primitives.command_timeout = 60000; "
 	  . "SELECT held::text || '/' || coalesce(last_fence::text, 'none') FROM rp_lock_info('$try')");
 my $saw = wait_until(sub { $tried->() > $t0 });
 $src->cli('MIGRATE', '127.0.0.1', $dst->port, "rp:{$try}:fence", '0', '5000');
-finish_move(101);
+$_->cli('CLUSTER', 'SETSLOT', 101, 'NODE', $dst_id) for ($dst, $src);    # the move is over
 ok($saw, 'Redis answered TRYAGAIN while the name\'s keys were split (' . ($tried->() - $t0) . ' times)');
 is(psql_finish($call), 'true/7', 'the call retried through TRYAGAIN and got its answer once the slot moved');
 

@@ -8,8 +8,8 @@
 #                                  an error reads "ERROR:  <SQLSTATE>"
 #   my $p = psql_start($node, $sql);  psql_finish($p)   a statement run in
 #                                  the background (a load, a waiter)
-#   my $p = lease_load($node, 'log', $secs, \@names)   lock calls in
-#                                  the background, each logged in a table
+#   my $p = lease_load($node, 'log', $secs, \@names, $call)   lock calls
+#                                  in the background, each logged in a table
 #   now_ms()                       wall-clock milliseconds
 #   wait_until(sub { ... }, $secs) poll until true, or the harness's timeout
 #
@@ -116,12 +116,13 @@ sub psql_start
 
 # Lock calls on each of @$names in turn for $secs seconds, in the
 # background (psql_finish waits for them): each call's outcome is a row of
-# table $log (at, name, ok, state: SQLSTATE and message, fence); $also is
-# PL/pgSQL run between each acquire (l) and its release.
+# table $log (at, name, ok, state: SQLSTATE and message, fence of l).  $call
+# is the PL/pgSQL of one call on name n, its lease in l (by default an
+# acquire and its release).
 sub lease_load
 {
-	my ($node, $log, $secs, $names, $also) = @_;
-	$also //= '';
+	my ($node, $log, $secs, $names, $call) = @_;
+	$call //= 'l := rp_acquire(n, 5000); PERFORM rp_release(l);';
 	$node->safe_psql('postgres', qq{
 CREATE TABLE $log (at timestamptz NOT NULL, name text, ok bool NOT NULL, state text, fence bigint);
 CREATE PROCEDURE ${log}_load(secs float8, names text[]) LANGUAGE plpgsql AS \$\$
@@ -130,8 +131,7 @@ BEGIN
   WHILE clock_timestamp() < stop LOOP
     FOREACH n IN ARRAY names LOOP
       BEGIN
-        l := rp_acquire(n, 5000); $also
-        PERFORM rp_release(l);
+        $call
         INSERT INTO $log VALUES (clock_timestamp(), n, true, NULL, l.fence);
       EXCEPTION WHEN OTHERS THEN
         INSERT INTO $log VALUES (clock_timestamp(), n, false, SQLSTATE || ' ' || SQLERRM, NULL);

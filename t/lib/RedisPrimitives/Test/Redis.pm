@@ -12,9 +12,11 @@
 #   $node->append_conf('postgresql.conf', $redis->pg_conf);
 #
 # The one thing to know before editing: every server this module starts is
-# killed when its object goes away or the test exits, whatever happened, so
-# a failing test leaves no redis-server behind; its files (log, pid, config)
-# live in the test's tmp_check folder and stay there for inspection.
+# a child of the test, killed and reaped when its object goes away or the
+# test exits, whatever happened, so a failing test leaves no redis-server
+# behind (its pidfile is for scripts/lib.sh, which kills what a killed test
+# left); its files (log, pid, config) live in the test's tmp_check folder
+# and stay there for inspection.
 package RedisPrimitives::Test::Redis;
 
 use strict;
@@ -23,10 +25,8 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use IPC::Run;
-use Time::HiRes qw(usleep);
+use POSIX ();
 use RedisPrimitives::Test::Node qw(wait_until);
-
-my @running;
 
 # Start a Redis on a free port (PostgreSQL::Test::Cluster's port finder, so
 # it never collides with a node's port).
@@ -34,21 +34,21 @@ my @running;
 #   name      for the files
 #   tls       a folder of RedisPrimitives::Test::Certs: TLS only (plain
 #             port 0), the server certificate, replication over TLS too
-#   cluster   cluster-enabled, on a port whose bus port (+10000) is free
+#   cluster   cluster-enabled, its bus on a second free port
 #   sentinel  { master => $redis, quorum => 1, password => ... }: a
 #             Sentinel monitoring that master as 'rpm' (down-after
 #             1000 ms, failover 3000 ms)
 sub new
 {
 	my ($class, %params) = @_;
-	my $port = $params{cluster} ? _cluster_port() : PostgreSQL::Test::Cluster::get_free_port();
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
 	my $name = $params{name} // ($params{sentinel} ? "sentinel_$port" : "redis_$port");
-	my $dir = PostgreSQL::Test::Utils::tempdir($name);
 	my $self = bless {
 		%params,
 		port => $port,
+		bus_port => $params{cluster} && PostgreSQL::Test::Cluster::get_free_port(),
 		name => $name,
-		dir => $dir,
+		dir => PostgreSQL::Test::Utils::tempdir($name),
 		logfile => "$PostgreSQL::Test::Utils::log_path/${name}.log",
 	}, $class;
 	$self->_start;
@@ -67,31 +67,15 @@ sub restart
 	return $self;
 }
 
-# A port in 20000..22767 whose bus port is free too: both stay below 32768,
-# where Linux hands out ephemeral ports (a client socket bound there passes
-# a probe yet makes the server's listen() fail later).
-sub _cluster_port
-{
-	for (1 .. 1000)
-	{
-		my $p = 20000 + int(rand(2768));
-		next unless PostgreSQL::Test::Cluster::can_bind('127.0.0.1', $p)
-		  && PostgreSQL::Test::Cluster::can_bind('127.0.0.1', $p + 10000);
-		return $p if PostgreSQL::Test::Cluster::_reserve_port($p);
-	}
-	die "no free port for a cluster node\n";
-}
-
 sub _start
 {
 	my ($self) = @_;
 	my ($port, $dir) = ($self->{port}, $self->{dir});
-	$self->{pidfile} = "$dir/redis.pid";
 	# Every server gets a configuration file (a Sentinel needs one to write
 	# to); extra arguments on the command line override it.
 	my @conf = (
-		"bind 127.0.0.1", "port $port", "daemonize yes", "dir $dir",
-		"pidfile $self->{pidfile}", "logfile $self->{logfile}");
+		"bind 127.0.0.1", "port $port", "daemonize no", "dir $dir",
+		"pidfile $dir/redis.pid", "logfile $self->{logfile}");
 	if (my $c = $self->{tls})
 	{
 		push @conf, 'port 0', "tls-port $port", "tls-cert-file $c/server.crt",
@@ -102,29 +86,33 @@ sub _start
 	my @cmd;
 	if (my $s = $self->{sentinel})
 	{
-		my $m = 'rpm';
 		push @conf, "requirepass $s->{password}" if defined $s->{password};
 		push @conf,
-		  "sentinel monitor $m 127.0.0.1 " . $s->{master}->port . ' ' . ($s->{quorum} // 1),
-		  "sentinel down-after-milliseconds $m 1000",
-		  "sentinel failover-timeout $m 3000",
-		  "sentinel parallel-syncs $m 1";
+		  'sentinel monitor rpm 127.0.0.1 ' . $s->{master}->port . ' ' . ($s->{quorum} // 1),
+		  'sentinel down-after-milliseconds rpm 1000',
+		  'sentinel failover-timeout rpm 3000',
+		  'sentinel parallel-syncs rpm 1';
 		@cmd = ('redis-sentinel', "$dir/redis.conf");
 	}
 	else
 	{
 		push @conf, "save ''", 'appendonly no', 'maxmemory-policy noeviction',
 		  'enable-debug-command local';
-		push @conf, 'cluster-enabled yes', "cluster-config-file $dir/nodes.conf",
-		  'cluster-node-timeout 2000'
+		push @conf, 'cluster-enabled yes', "cluster-port $self->{bus_port}",
+		  "cluster-config-file $dir/nodes.conf", 'cluster-node-timeout 2000'
 		  if $self->{cluster};
 		@cmd = ('redis-server', "$dir/redis.conf");
 	}
 	PostgreSQL::Test::Utils::append_to_file("$dir/redis.conf.new", join("\n", @conf) . "\n");
 	rename("$dir/redis.conf.new", "$dir/redis.conf") or die "rename: $!";
-	PostgreSQL::Test::Utils::system_or_bail(@cmd, @{ $self->{args} // [] });
-	push @running, $self;
-	return if wait_until(sub { ($self->cli_ok('PING') // '') eq 'PONG' });
+	# What it says before it opens its log (a bad option) goes there too.
+	# In a session of its own, as a daemon: the kernel (autogroup) shares
+	# the CPU between sessions, and on a loaded machine a Redis left in the
+	# test's served t/004's load a third of the calls.
+	$self->{h} = IPC::Run::start([ @cmd, @{ $self->{args} // [] } ], init => sub { POSIX::setsid() },
+		'<', '/dev/null', '>', '/dev/null', '2>>', $self->{logfile});
+	return if wait_until(sub { !$self->{h}->pumpable || ($self->cli_ok('PING') // '') eq 'PONG' })
+	  && $self->{h}->pumpable;
 	die "$cmd[0] on port $port did not start; see $self->{logfile}\n";
 }
 
@@ -188,48 +176,24 @@ sub link_up { return ($_[0]->info('replication', 'master_link_status') // '') eq
 sub master_port { return ($_[0]->cli_ok('SENTINEL', 'get-master-addr-by-name', 'rpm') // '') =~ /\n(\d+)$/ ? $1 : ''; }
 
 # Calls of a command so far (INFO commandstats): 'evalsha', 'cluster|slots'.
-sub calls
-{
-	my ($self, $cmd) = @_;
-	my $out = $self->cli_ok('INFO', 'commandstats') // '';
-	return $out =~ /^cmdstat_\Q$cmd\E:calls=(\d+)/m ? $1 : 0;
-}
-
-sub pid
-{
-	my ($self) = @_;
-	return undef unless $self->{pidfile} && -f $self->{pidfile};
-	return slurp_file($self->{pidfile}) =~ /^(\d+)/ ? $1 : undef;
-}
+sub calls { return ($_[0]->info('commandstats', "cmdstat_$_[1]") // '') =~ /^calls=(\d+)/ ? $1 : 0; }
 
 # SIGSTOP / SIGCONT: the server stalls, with its connections open.
-sub freeze { my $pid = $_[0]->pid; kill 'STOP', $pid if $pid; return; }
-sub thaw { my $pid = $_[0]->pid; kill 'CONT', $pid if $pid; return; }
+sub freeze { $_[0]->{h}->signal('STOP') if $_[0]->{h}; return; }
+sub thaw { $_[0]->{h}->signal('CONT') if $_[0]->{h}; return; }
 
-# Stop the server: SIGKILL (after SIGCONT, in case a test froze it).  Its
-# data does not matter, so nothing is saved.
+# Stop the server: SIGKILL (after SIGCONT, in case a test froze it), and
+# reap it (a restart binds its port again).  Its data does not matter, so
+# nothing is saved.
 sub stop
 {
 	my ($self) = @_;
-	return unless $self->{pidfile};
-	if (my $pid = $self->pid)
-	{
-		kill 'CONT', $pid;
-		kill 'KILL', $pid;
-		# wait until it is gone (a restart binds its port again); a zombie
-		# whose parent does not reap it counts as gone
-		for (1 .. 200)
-		{
-			open(my $fh, '<', "/proc/$pid/stat") or last;
-			my $st = <$fh> // '';
-			close $fh;
-			last if $st =~ /\) Z /;
-			usleep(20_000);
-		}
-	}
-	unlink $self->{pidfile};
-	delete $self->{pidfile};
-	@running = grep { defined $_ && $_ != $self } @running;
+	my $h = delete $self->{h} or return;
+	local $?;    # finish sets it to the kill: at exit it is the exit code
+	$h->signal('CONT');
+	$h->signal('KILL');
+	$h->finish;
+	unlink "$self->{dir}/redis.pid";
 	return;
 }
 *kill9 = \&stop;
@@ -242,10 +206,8 @@ sub cluster
 	my ($class, $n, %params) = @_;
 	my @nodes = map { $class->new(%params, cluster => 1) } 1 .. $n;
 	local $nodes[0]{timeout} = 120;
-	my $out = $nodes[0]->cli_ok('--cluster', 'create',
-		(map { '127.0.0.1:' . $_->port } @nodes),
+	my $out = $nodes[0]->cli('--cluster', 'create', (map { '127.0.0.1:' . $_->port } @nodes),
 		'--cluster-replicas', '0', '--cluster-yes');
-	die "redis-cli --cluster create failed\n" unless defined $out;
 	return @nodes if wait_until(sub { cluster_ok(@nodes) });
 	die "the cluster did not form:\n$out\n";
 }
@@ -266,8 +228,7 @@ sub reshard
 		'--cluster-slots', $slots, '--cluster-pipeline', '10', '--cluster-yes');
 }
 
+# Perl destroys every object before it exits, however the test ended.
 sub DESTROY { $_[0]->stop; }
-# stop() edits @running: iterate over a copy.
-END { my @all = @running; $_->stop for @all; }
 
 1;
