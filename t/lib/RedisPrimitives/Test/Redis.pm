@@ -233,7 +233,7 @@ sub reshard
 		'--cluster-slots', $slots, '--cluster-pipeline', '10', '--cluster-yes');
 }
 
-# Perl destroys every object before it exits, however the test ended.
+# An object that goes out of scope stops its server at once.
 sub DESTROY { $_[0]->stop; }
 # Servers still running when the test ends are stopped here, before global
 # destruction: there DESTROY may meet a harness already torn down, which
