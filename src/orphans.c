@@ -161,7 +161,8 @@ rp_orphans_drain(void)
 	RpOrphan   *batch;
 	char	   *keys;
 	int			n;
-	bool		left = false;
+	int			i;
+	bool		left;
 	TimestampTz now = GetCurrentTimestamp();
 
 	if (rp_queue == NULL)
@@ -180,7 +181,7 @@ rp_orphans_drain(void)
 	memcpy(keys, rp_queue->keys, rp_queue->keyused);
 	LWLockRelease(rp_queue->lock);
 
-	for (int i = 0; i < n; i++)
+	for (i = 0; i < n; i++)
 	{
 		RpOrphan   *o = &batch[i];
 		bool		done = (o->expires_at <= now);
@@ -198,10 +199,7 @@ rp_orphans_drain(void)
 								 RP_ORPHAN_TIMEOUT_MS, &err) != NULL;
 		}
 		if (!done)
-		{
-			left = true;
 			break;				/* Redis does not answer: try again later */
-		}
 		/* Only the worker removes, but entries may have moved down. */
 		LWLockAcquire(rp_queue->lock, LW_EXCLUSIVE);
 		for (int j = 0; j < rp_queue->n; j++)
@@ -219,5 +217,14 @@ rp_orphans_drain(void)
 	}
 	pfree(keys);
 	pfree(batch);
+
+	/*
+	 * A lease handed off while Redis was being asked is not in this batch,
+	 * and its wakeup is gone: the wait inside that exchange (conn.c's
+	 * rp_wait) reset the latch.  Whatever is queued now is tried again soon.
+	 */
+	LWLockAcquire(rp_queue->lock, LW_SHARED);
+	left = rp_queue->n > 0;
+	LWLockRelease(rp_queue->lock);
 	return left;
 }

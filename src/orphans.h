@@ -34,7 +34,8 @@ extern void rp_orphans_set_worker(void);
 
 /*
  * The worker: try to release everything queued (quietly, bounded).  Returns
- * true when entries are left that need another try.
+ * true when entries are queued still (one Redis did not answer, or one
+ * handed off meanwhile), to be tried again soon.
  */
 extern bool rp_orphans_drain(void);
 
