@@ -7,7 +7,8 @@
 #   my $s = session($node);  sq($s, $sql)    one long-lived session;
 #                                  an error reads "ERROR:  <SQLSTATE>"
 #   my $p = psql_start($node, $sql);  psql_finish($p)   a statement run in
-#                                  the background (a load, a waiter)
+#                                  the background (a load, a waiter), running
+#                                  when psql_start returns
 #   my $p = lease_load($node, 'log', $secs, \@names, $call)   lock calls
 #                                  in the background, each logged in a table
 #   now_ms()                       wall-clock milliseconds
@@ -25,7 +26,6 @@ use warnings;
 use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use IPC::Run;
 use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(rp_node sqlstate session sq psql_start psql_finish lease_load now_ms wait_until);
@@ -101,16 +101,18 @@ sub sq
 	return $out;
 }
 
+# A session that runs $sql and ends: returns once the statement runs (on a
+# loaded machine connecting may take longer than any fixed sleep);
+# psql_finish waits for it.  Twice the harness's timeout bounds it all.
 sub psql_start
 {
 	my ($node, $sql) = @_;
-	my $p = { out => '', err => '' };
-	local %ENV = $node->_get_env();
-	$p->{h} = IPC::Run::start(
-		[ 'psql', '-X', '-At', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
-		  '-c', $sql ],
-		'<', \undef, '>', \$p->{out}, '2>', \$p->{err},
-		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
+	my $p = $node->background_psql('postgres', timeout => 2 * $PostgreSQL::Test::Utils::timeout_default);
+	my $pid = $p->query('SELECT pg_backend_pid()');
+	$p->{stdin} .= "$sql;\n\\q\n";
+	$p->{run}->pump_nb;
+	# running, or already done and gone
+	$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid AND state <> 'active'");
 	return $p;
 }
 
@@ -149,9 +151,9 @@ END \$\$});
 sub psql_finish
 {
 	my ($p) = @_;
-	eval { $p->{h}->finish; 1 } or $p->{h}->kill_kill;
-	chomp $p->{out};
-	return $p->{out};
+	eval { $p->{run}->finish; 1 } or $p->{run}->kill_kill;
+	chomp $p->{stdout};
+	return $p->{stdout};
 }
 
 1;
