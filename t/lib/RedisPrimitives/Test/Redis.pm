@@ -143,17 +143,9 @@ sub cli
 	return $out;
 }
 
-# One field of INFO: $r->info('replication', 'master_link_status').
-sub info
-{
-	my ($self, $section, $field) = @_;
-	my $out = $self->cli_ok('INFO', $section) // '';
-	return $out =~ /^\Q$field\E:(.*)$/m ? $1 : undef;
-}
-
 # A replica's link to its master is up; the port of the master a Sentinel
 # names for 'rpm' ('' if none).
-sub link_up { return ($_[0]->info('replication', 'master_link_status') // '') eq 'up'; }
+sub link_up { return ($_[0]->cli_ok('INFO', 'replication') // '') =~ /^master_link_status:up$/m; }
 sub master_port { return ($_[0]->cli_ok('SENTINEL', 'get-master-addr-by-name', 'rpm') // '') =~ /\n(\d+)$/ ? $1 : ''; }
 
 # This Sentinel names $m master of 'rpm', lists $r as a healthy replica of
@@ -167,7 +159,7 @@ sub sees
 }
 
 # Calls of a command so far (INFO commandstats): 'evalsha', 'cluster|slots'.
-sub calls { return ($_[0]->info('commandstats', "cmdstat_$_[1]") // '') =~ /^calls=(\d+)/ ? $1 : 0; }
+sub calls { return ($_[0]->cli_ok('INFO', 'commandstats') // '') =~ /^cmdstat_\Q$_[1]\E:calls=(\d+)/m ? $1 : 0; }
 
 # SIGSTOP / SIGCONT: the server stalls, with its connections open.
 sub freeze { $_[0]->{h}->signal('STOP') if $_[0]->{h}; return; }
