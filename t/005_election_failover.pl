@@ -74,6 +74,7 @@ is($d, $LEASE - $MARGIN, 'n1 believes until its renewal\'s send + lease - margin
 # The waiters below give up after 30 s: how fast the takeover was is a
 # separate check on the time they measured.
 my $waiter = psql_start($n2, 'SELECT round(wait_leader(true, 30000))');
+waiter_running($n2, 'wait_leader');
 my $t0 = now_ms();
 # MONITOR from before the stop until n2 leads: the DEL of the leader key is
 # the resign, and n2's winning campaign (its HSET of the key) is timed
@@ -115,6 +116,7 @@ $n1->start;
 wait_row($n1);
 wait_leader($n1, 'false', 2000);
 $waiter = psql_start($n1, 'SELECT round(wait_leader(true, 30000))');
+waiter_running($n1, 'wait_leader');
 $t0 = now_ms();
 sql($n2, "ALTER SYSTEM SET redis_primitives.elections = ''");
 # The elector resigns before it drops the row: once the row is gone, the
@@ -145,6 +147,7 @@ my $epoch1 = node_epoch($n1);
 my $pid = elector_pid($n1);
 ok($pid =~ /^\d+$/, "found n1's elector process ($pid)");
 $waiter = psql_start($n2, 'SELECT round(wait_leader(true, 30000))');
+waiter_running($n2, 'wait_leader');
 $t0 = now_ms();
 kill 'STOP', $pid;
 $t1 = psql_finish($waiter);
@@ -182,6 +185,7 @@ BEGIN
   RETURN bad || ' ' || follower;
 END \$\$});
 my $poller = psql_start($n2, 'SELECT stepdown_poll(2500)');
+waiter_running($n2, 'stepdown_poll');
 $redis->cli('EVAL',
 	"redis.call('DEL', KEYS[1]); redis.call('HSET', KEYS[1], 'node', 'intruder', 'owner', 'intruder', 'epoch', '999999'); return redis.call('PEXPIRE', KEYS[1], 1500)",
 	'1', $leader_key);

@@ -20,7 +20,7 @@ use Exporter 'import';
 use PostgreSQL::Test::Utils;
 use RedisPrimitives::Test::Node;
 
-our @EXPORT = qw(election_node wait_leader wait_row node_epoch node_state leaders elector_pid
+our @EXPORT = qw(election_node wait_leader wait_row node_epoch node_state leaders elector_pid waiter_running
   $LEASE $RENEW $MARGIN $ELECTION);
 our ($LEASE, $RENEW, $MARGIN, $ELECTION) = (400, 100, 100, 'job');
 
@@ -66,6 +66,16 @@ sub wait_leader
 {
 	my ($node, $want, $timeout_ms) = @_;
 	return scalar $node->safe_psql('postgres', "SELECT round(wait_leader($want, $timeout_ms))");
+}
+
+# Wait until a statement calling $func runs on the node (a waiter or poller
+# started with psql_start is connected and polling): on a loaded machine
+# connecting may take longer than any fixed sleep.
+sub waiter_running
+{
+	my ($node, $func) = @_;
+	return $node->poll_query_until('postgres',
+		"SELECT count(*) > 0 FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state = 'active' AND query LIKE '%$func(%'");
 }
 
 sub node_epoch

@@ -7,8 +7,7 @@
 #   my $s = session($node);  sq($s, $sql)    one long-lived session;
 #                                  an error reads "ERROR:  <SQLSTATE>"
 #   my $p = psql_start($node, $sql);  psql_finish($p)   a statement run in
-#                                  the background (a load, a waiter), running
-#                                  when psql_start returns
+#                                  the background (a load, a waiter)
 #   my $p = lease_load($node, 'log', $secs, \@names, $call)   lock calls
 #                                  in the background, each logged in a table
 #   now_ms()                       wall-clock milliseconds
@@ -101,18 +100,16 @@ sub sq
 	return $out;
 }
 
-# A session that runs $sql and ends: returns once the statement runs (on a
-# loaded machine connecting may take longer than any fixed sleep);
-# psql_finish waits for it.  Twice the harness's timeout bounds it all.
+# A session that runs $sql and ends: psql_finish waits for it.  Twice the
+# harness's timeout bounds it all (a load, a waiter).  It returns once
+# connected, with the statement sent: a caller that needs it running waits
+# for that (Election.pm's waiter_running).
 sub psql_start
 {
 	my ($node, $sql) = @_;
 	my $p = $node->background_psql('postgres', timeout => 2 * $PostgreSQL::Test::Utils::timeout_default);
-	my $pid = $p->query('SELECT pg_backend_pid()');
 	$p->{stdin} .= "$sql;\n\\q\n";
 	$p->{run}->pump_nb;
-	# running, or already done and gone
-	$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid AND state <> 'active'");
 	return $p;
 }
 
