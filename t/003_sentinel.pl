@@ -38,23 +38,11 @@ my $node = rp_node('sentinel', "redis_primitives.sentinels = '$sentinels'\n"
 	  . "redis_primitives.sentinel_master = 'rpm'\n");
 sub sql { return scalar $node->safe_psql('postgres', $_[0]); }
 
-# Every sentinel names $m as master and lists $r as a healthy replica, and
-# knows the two other sentinels (a failover needs their votes).
-sub topology_ready
-{
-	my ($m, $r) = @_;
-	for my $s (@sent)
-	{
-		return 0 unless $s->master_port eq $m->port;
-		my $replicas = join(' ', split /\n/, $s->cli_ok('SENTINEL', 'replicas', 'rpm') // '') . ' ';
-		return 0 unless $replicas =~ /port ${\ $r->port} runid \S+ flags slave /;
-		return 0 unless (() = ($s->cli_ok('SENTINEL', 'sentinels', 'rpm') // '') =~ /^name$/mg) >= 2;
-	}
-	return 1;
-}
 sub ms_of { return sql("SELECT (extract(epoch FROM $_[0]) * 1000)::bigint"); }
 
-ok(wait_until(sub { $pr->link_up && topology_ready($pm, $pr) }),
+# Every sentinel names the master, sees the replica healthy, and knows the
+# two other sentinels.
+ok(wait_until(sub { $pr->link_up && !grep { !$_->sees($pm, $pr, 2) } @sent }),
 	'master, replica and three sentinels are up and know each other');
 
 # ---- discovery -------------------------------------------------------------
@@ -116,8 +104,8 @@ diag('load: ' . sql("SELECT count(*) FILTER (WHERE ok) || ' calls ok, ' || count
 
 # ---- B. a failover that loses counter increments ----------------------------
 # The old master comes back as a replica of the new one.
-$pm->restart(args => [ '--replicaof', '127.0.0.1', $pr->port ]);
-ok(wait_until(sub { $pm->link_up && topology_ready($pr, $pm) }),
+$pm = $R->new(name => 'master', port => $pm->port, args => [ '--replicaof', '127.0.0.1', $pr->port ]);
+ok(wait_until(sub { $pm->link_up && !grep { !$_->sees($pr, $pm, 2) } @sent }),
 	'the old master is back as a replica, and the sentinels see it');
 
 sql(q{
