@@ -57,7 +57,7 @@ BEGIN
     got := l IS NOT NULL;
     began := rp_test.redis('PEXPIRETIME', rp_test.key('slow', 'lock'))::bigint - 60000;
     EXIT WHEN asked < holder_ends;
-    PERFORM rp_release(l);
+    PERFORM rp_release(l) WHERE l IS NOT NULL;
   END LOOP;
 END
 $$;
