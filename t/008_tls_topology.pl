@@ -106,7 +106,7 @@ cmp_ok(min(@counts), '>=', 10, "every master holds a share (@counts)");
 # A slot range moves under load: MOVED and ASK point at TLS ports.
 my @names = split /\n/, sql(q{SELECT n FROM (SELECT 'tmig-' || i AS n FROM generate_series(1, 5000) i) s
            WHERE rp_key_slot('rp:{' || n || '}:lock') < 200 ORDER BY n LIMIT 4});
-my $filler = join('', map { my $n = $_; map { "SET rp:{$n}:filler:$_ x\n" } 1 .. 500 } @names);
+my $filler = join('', map { my $n = $_; 'MSET ' . join(' ', map { "rp:{$n}:filler:$_ x" } 1 .. 500) . "\n" } @names);
 $cp[0]->cli(\$filler);
 my $loader = lease_load($node, 'tlsclu_log', 6, \@names);
 wait_until(sub { sql('SELECT count(*) FROM tlsclu_log WHERE ok') >= 20 });
