@@ -19,7 +19,7 @@
 # then writes; a stale write that was accepted holds its transaction open
 # until the next holder's write waits on its row lock (pg_blocking_pids),
 # so the next holder read the row before the stale write committed.  The
-# other rounds have 5 s leases, which no load makes them outlive.  Each
+# other rounds have 5 s leases, far longer than a round takes at load 50.  Each
 # worker's application_name carries the fence of the lease it holds.
 source "$(dirname "$0")/tap.bash"
 plan 8
