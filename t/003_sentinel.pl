@@ -129,9 +129,12 @@ usleep($left * 1000) if $left > 0;
 
 # Cut the replica off: it keeps its data and stays promotable, but misses
 # every increment from now on.  Sentinels skip a replica whose link has been
-# down for more than 10 x down-after (10 s) when its master fails, so what
-# follows up to the kill runs in one session opened before the cut: starting
-# a psql per statement takes seconds on a loaded machine.
+# down for more than 10 x down-after when its master fails, so what follows
+# up to the kill runs in one session opened before the cut (starting a psql
+# per statement takes seconds on a loaded machine), and down-after is 5 s
+# from here on: at load 50 the cut to the kill took 13 s, past the 10 s
+# that 1 s gave, and the sentinels refused the replica (no-good-slave).
+$_->cli('SENTINEL', 'SET', 'rpm', 'down-after-milliseconds', '5000') for @sent;
 my $b = session($node);
 $pm->cli('CONFIG', 'SET', 'masterauth', 'wrong-Pw');
 $pm->cli('CLIENT', 'KILL', 'TYPE', 'master');

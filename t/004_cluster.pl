@@ -47,9 +47,9 @@ for my $i (0 .. $#keys)
 is($mismatch, 0, 'rp_key_slot agrees with CLUSTER KEYSLOT on ' . scalar(@keys) . ' keys (hash tags, empty tags, nested braces)');
 
 # ---- many names spread over every master -----------------------------------
-sql("SELECT count(*) FROM generate_series(1, 60) n WHERE (rp_acquire('spread-' || n, 60000)).fence = 1");
+sql("SELECT count(*) FROM generate_series(1, 60) n WHERE (rp_acquire('spread-' || n, 600000)).fence = 1");
 my $s = session($node);
-is(sq($s, "SELECT count(*) FROM generate_series(1, 60) n WHERE (rp_acquire('spread-' || n, 60000)).fence = 2"), '60',
+is(sq($s, "SELECT count(*) FROM generate_series(1, 60) n WHERE (rp_acquire('spread-' || n, 600000)).fence = 2"), '60',
 	"60 leases taken through one session (the first session's were released at its exit)");
 my @counts = map { $_->cli('DBSIZE') } @m;
 diag("keys per master: @counts (a lock and a fence counter per name)");
@@ -78,7 +78,7 @@ is( sq($s, "BEGIN; SELECT count(*) FROM generate_series(1, 9) n WHERE (rp_acquir
 is( sq($s, "SELECT (rp_acquire('}x', 10000)).fence IS NOT NULL, rp_release('}x'), rp_ratelimit_reset('}k'), rp_campaign('}e', 'n1', 10000) IS NOT NULL"),
 	't|t|f|t', "names starting with '}' work in rp_acquire, rp_release, rp_ratelimit_reset and rp_campaign");
 # ---- semaphores: the four keys of a name in its slot (semaphore.sh has the rest)
-is(sq($s, "SELECT count(*) FROM generate_series(1, 30) n WHERE (rp_semaphore_acquire('sem-' || n, 1, 60000)).fence IS NOT NULL"),
+is(sq($s, "SELECT count(*) FROM generate_series(1, 30) n WHERE (rp_semaphore_acquire('sem-' || n, 1, 600000)).fence IS NOT NULL"),
 	'30', 'a permit of each of 30 semaphores spread over the masters');
 is(sum(map { masters_with_slot_of("rp:{sem-$_}:sem") } 1, 11, 21), 3,
 	"each semaphore's permits and fence counter sit together in its slot on one master");
