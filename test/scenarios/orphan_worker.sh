@@ -19,7 +19,7 @@
 # restart a background worker: orphans then stayed queued until the TTL.)
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 13
+plan 14
 
 ttl=120000
 long=$(printf 'L%.0s' $(seq 600))           # its key is 610 bytes
@@ -53,6 +53,7 @@ hold "$NW" orph-twin "'orph-twin'"
 wait_for 60 '[ "$(pttl orph1)" -gt 0 ] && [ "$(pttl "$long")" -gt 0 ] && [ "$(huge_pttl)" -gt 0 ] && [ "$(pttl orph-twin)" -gt 0 ]'
 ok $? "four backends hold 120 s leases (a short name, a 600-byte name, a 300 kB name, and one on the server without the worker)"
 
+log0=$(( $(stat -c %s "$RP_TMP/pg.log") + 1 ))	# this file's part of the server log
 redis client pause 60000 write >/dev/null
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name IN ('orph-short', 'orph-long', 'orph-huge')" >/dev/null
 $NW -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'orph-twin'" >/dev/null
@@ -64,6 +65,13 @@ gone() {
 wait_for 60 gone
 ok $? "the backends are terminated while Redis runs no writes, and have exited"
 wait
+# The exit release waits at most 500 ms, and its WARNING says so (it said
+# redis_primitives.command_timeout, 1000 ms here, whatever the wait was).
+waited=$(tail -c +"$log0" "$RP_TMP/pg.log" | grep -A1 'could not release 1 Redis lease' |
+	grep -o 'no reply within [0-9]* ms' | grep -o '[0-9]*' | sort -n | tr '\n' ' ')
+longest=${waited% }; longest=${longest##* }
+[ -n "$longest" ] && [ "$longest" -le 500 ]
+ok $? "each backend's exit release gave up within its own 500 ms, and the log says how long (ms: ${waited% })"
 left=$(pttl orph1)
 cmp_ok "$left" -gt 0 "their own exit release did not reach Redis: the lease is still held ($left ms left)"
 left=$(pttl "$long")
