@@ -1129,6 +1129,7 @@ static bool
 rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 {
 	int			done = 0;
+	long		budget_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
 	rp_in_exchange = true;
 	rp_failure.sent = true;
@@ -1176,8 +1177,8 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 				rp_failure.timed_out = true;
 				return rp_fail(ERRCODE_CONNECTION_FAILURE,
 							   "Redis command timed out",
-							   psprintf("no reply within %d ms; the connection was dropped",
-										rp_command_timeout_ms));
+							   psprintf("no reply within %ld ms; the connection was dropped",
+										budget_ms));
 			}
 			if (!rp_tls_active(rp_ctx) && redisBufferRead(rp_ctx) == REDIS_ERR)
 				return rp_fail_lost();
