@@ -38,23 +38,11 @@ my $node = rp_node('sentinel', "redis_primitives.sentinels = '$sentinels'\n"
 	  . "redis_primitives.sentinel_master = 'rpm'\n");
 sub sql { return scalar $node->safe_psql('postgres', $_[0]); }
 
-# Every sentinel names $m as master and lists $r as a healthy replica, and
-# knows the two other sentinels (a failover needs their votes).
-sub topology_ready
-{
-	my ($m, $r) = @_;
-	for my $s (@sent)
-	{
-		return 0 unless $s->master_port eq $m->port;
-		my $replicas = join(' ', split /\n/, $s->cli_ok('SENTINEL', 'replicas', 'rpm') // '') . ' ';
-		return 0 unless $replicas =~ /port ${\ $r->port} runid \S+ flags slave /;
-		return 0 unless (() = ($s->cli_ok('SENTINEL', 'sentinels', 'rpm') // '') =~ /^name$/mg) >= 2;
-	}
-	return 1;
-}
 sub ms_of { return sql("SELECT (extract(epoch FROM $_[0]) * 1000)::bigint"); }
 
-ok(wait_until(sub { $pr->link_up && topology_ready($pm, $pr) }),
+# Every sentinel names the master, sees the replica healthy, and knows the
+# two other sentinels.
+ok(wait_until(sub { $pr->link_up && !grep { !$_->sees($pm, $pr, 2) } @sent }),
 	'master, replica and three sentinels are up and know each other');
 
 # ---- discovery -------------------------------------------------------------
@@ -116,8 +104,8 @@ diag('load: ' . sql("SELECT count(*) FILTER (WHERE ok) || ' calls ok, ' || count
 
 # ---- B. a failover that loses counter increments ----------------------------
 # The old master comes back as a replica of the new one.
-$pm->restart(args => [ '--replicaof', '127.0.0.1', $pr->port ]);
-ok(wait_until(sub { $pm->link_up && topology_ready($pr, $pm) }),
+$pm = $R->new(name => 'master', port => $pm->port, args => [ '--replicaof', '127.0.0.1', $pr->port ]);
+ok(wait_until(sub { $pm->link_up && !grep { !$_->sees($pr, $pm, 2) } @sent }),
 	'the old master is back as a replica, and the sentinels see it');
 
 sql(q{
@@ -141,9 +129,12 @@ usleep($left * 1000) if $left > 0;
 
 # Cut the replica off: it keeps its data and stays promotable, but misses
 # every increment from now on.  Sentinels skip a replica whose link has been
-# down for more than 10 x down-after (10 s) when its master fails, so what
-# follows up to the kill runs in one session opened before the cut: starting
-# a psql per statement takes seconds on a loaded machine.
+# down for more than 10 x down-after when its master fails, so what follows
+# up to the kill runs in one session opened before the cut (starting a psql
+# per statement takes seconds on a loaded machine), and down-after is 5 s
+# from here on: at load 50 the cut to the kill took 13 s, past the 10 s
+# that 1 s gave, and the sentinels refused the replica (no-good-slave).
+$_->cli('SENTINEL', 'SET', 'rpm', 'down-after-milliseconds', '5000') for @sent;
 my $b = session($node);
 $pm->cli('CONFIG', 'SET', 'masterauth', 'wrong-Pw');
 $pm->cli('CLIENT', 'KILL', 'TYPE', 'master');

@@ -169,25 +169,30 @@ is(node_state($n1) . '|' . leaders($n2), 'follower false|t',
 
 # ---- stepping down ends the belief at once, not at the deadline -----------
 # The term is taken from n2 behind its back (an intruder's term written over
-# its key, for 1.5 s); n2's next renewal finds another holder and steps down.
-# Polled every 2 ms for 2.5 s, n2 never says is_leader once its state is no
-# longer leader.  (A loop of statements: one query's rp_elections() scan
-# would be read once.)
+# its key, for 10 s); n2's next renewal finds another holder and steps down.
+# Polled every 2 ms from before the intrusion until 1 s after n2 stepped
+# down (60 s at most: at load 50, starting redis-cli for the intrusion took
+# longer than a fixed 2.5 s of polling), n2 never says is_leader once its
+# state is no longer leader.  (A loop of statements: one query's
+# rp_elections() scan would be read once.)
 sql($n2, qq{CREATE FUNCTION stepdown_poll(ms int) RETURNS text LANGUAGE plpgsql AS \$\$
 DECLARE st text; il bool; bad int := 0; follower int := 0;
   t_end timestamptz := clock_timestamp() + ms * interval '1 ms';
 BEGIN
   WHILE clock_timestamp() < t_end LOOP
     SELECT state, is_leader INTO st, il FROM rp_elections() WHERE name = '$ELECTION';
-    IF st <> 'leader' THEN follower := follower + 1; IF il THEN bad := bad + 1; END IF; END IF;
+    IF st <> 'leader' THEN
+      follower := follower + 1; IF il THEN bad := bad + 1; END IF;
+      IF follower = 1 THEN t_end := least(t_end, clock_timestamp() + interval '1 s'); END IF;
+    END IF;
     PERFORM pg_sleep(0.002);
   END LOOP;
   RETURN bad || ' ' || follower;
 END \$\$});
-my $poller = psql_start($n2, 'SELECT stepdown_poll(2500)');
+my $poller = psql_start($n2, 'SELECT stepdown_poll(60000)');
 waiter_running($n2, 'stepdown_poll');
 $redis->cli('EVAL',
-	"redis.call('DEL', KEYS[1]); redis.call('HSET', KEYS[1], 'node', 'intruder', 'owner', 'intruder', 'epoch', '999999'); return redis.call('PEXPIRE', KEYS[1], 1500)",
+	"redis.call('DEL', KEYS[1]); redis.call('HSET', KEYS[1], 'node', 'intruder', 'owner', 'intruder', 'epoch', '999999'); return redis.call('PEXPIRE', KEYS[1], 10000)",
 	'1', $leader_key);
 my ($bad, $follower) = split / /, psql_finish($poller);
 ok(defined $follower && $follower > 0, 'n2 stepped down when another holder took the term from under it (' . ($follower // 'no') . ' samples)');

@@ -32,10 +32,7 @@ sub sql { return scalar $node->safe_psql('postgres', $_[0]); }
 my $pm = $R->new(name => 'master', tls => $C);
 my $pr = $R->new(name => 'replica', tls => $C, args => [ '--replicaof', '127.0.0.1', $pm->port ]);
 my $ps = $R->new(tls => $C, sentinel => { master => $pm, password => 'sentinel-Secret-77' });
-ok( wait_until(sub {
-			$pr->link_up
-			  && grep { $_ eq $pr->port } split /\n/, $ps->cli_ok('SENTINEL', 'replicas', 'rpm') // '';
-		}),
+ok(wait_until(sub { $pr->link_up && $ps->sees($pm, $pr, 0) }),
 	'TLS-only master, replica and a sentinel requiring AUTH are up');
 
 my $SENT = "SET redis_primitives.sentinels = '127.0.0.1:" . $ps->port . "'; SET redis_primitives.sentinel_master = 'rpm';";
@@ -92,9 +89,8 @@ $_->stop for ($ps, $pm, $pr);
 # ---- B. a 3-master Cluster over TLS ------------------------------------------------
 my @cp = $R->cluster(3, tls => $C);
 ok(RedisPrimitives::Test::Redis::cluster_ok(@cp), 'three TLS-only masters form a cluster (tls-cluster yes)');
-my @slots = split /\n/, $cp[0]->cli('CLUSTER', 'SLOTS');
-my %seen;
-$seen{ $slots[ $_ + 1 ] } = 1 for grep { $slots[$_] eq '127.0.0.1' && ($slots[ $_ + 1 ] // '') =~ /^\d+$/ } 0 .. $#slots;
+# The ports CLUSTER SLOTS names: in --raw output, the line after an address.
+my %seen = map { $_ => 1 } $cp[0]->cli('CLUSTER', 'SLOTS') =~ /^127\.0\.0\.1\n(\d+)$/mg;
 is(join(' ', sort keys %seen), join(' ', sort map { $_->port } @cp), 'CLUSTER SLOTS names the TLS ports');
 $ENV{PGOPTIONS} = '-c redis_primitives.cluster=on -c redis_primitives.port=' . $cp[0]->port
   . " -c redis_primitives.tls=verify-full -c redis_primitives.tls_ca_file=$C/ca.crt";
@@ -104,15 +100,9 @@ my @counts = map { $_->cli('DBSIZE') } @cp;
 cmp_ok(min(@counts), '>=', 10, "every master holds a share (@counts)");
 
 # A slot range moves under load: MOVED and ASK point at TLS ports.
-my @names = split /\n/, sql(q{SELECT n FROM (SELECT 'tmig-' || i AS n FROM generate_series(1, 5000) i) s
-           WHERE rp_key_slot('rp:{' || n || '}:lock') < 200 ORDER BY n LIMIT 4});
-my $filler = join('', map { my $n = $_; map { "SET rp:{$n}:filler:$_ x\n" } 1 .. 500 } @names);
-$cp[0]->cli(\$filler);
-my $loader = lease_load($node, 'tlsclu_log', 6, \@names);
-wait_until(sub { sql('SELECT count(*) FROM tlsclu_log WHERE ok') >= 20 });
-ok($cp[0]->reshard($cp[1], 200), '200 slots resharded over TLS while calls run');
-psql_finish($loader);
-diag('during the move: ' . sql("SELECT count(*) FILTER (WHERE ok) || ' calls ok, ' || count(*) FILTER (WHERE NOT ok) || ' failed' FROM tlsclu_log"));
+my ($resharded, @names) = $cp[0]->reshard_under_load($cp[1], 200, $node, log => 'tlsclu_log', names => 4,
+	filler => 500, secs => 6, warm => 20);
+ok($resharded, '200 slots resharded over TLS while calls run');
 is(sql('SELECT count(*) FROM tlsclu_log WHERE NOT ok'), '0',
 	'no call failed' . sql("SELECT coalesce(' (' || min(state) || ')', '') FROM tlsclu_log WHERE NOT ok"));
 is(sql("SELECT (rp_acquire('$names[0]', 1000)).fence"), sql("SELECT max(fence) + 1 FROM tlsclu_log WHERE name = '$names[0]'"),

@@ -25,7 +25,6 @@ use warnings;
 use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use IPC::Run;
 use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(rp_node sqlstate session sq psql_start psql_finish lease_load now_ms wait_until);
@@ -101,16 +100,16 @@ sub sq
 	return $out;
 }
 
+# A session that runs $sql and ends: psql_finish waits for it.  Twice the
+# harness's timeout bounds it all (a load, a waiter).  It returns once
+# connected, with the statement sent: a caller that needs it running waits
+# for that (Election.pm's waiter_running).
 sub psql_start
 {
 	my ($node, $sql) = @_;
-	my $p = { out => '', err => '' };
-	local %ENV = $node->_get_env();
-	$p->{h} = IPC::Run::start(
-		[ 'psql', '-X', '-At', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
-		  '-c', $sql ],
-		'<', \undef, '>', \$p->{out}, '2>', \$p->{err},
-		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
+	my $p = $node->background_psql('postgres', timeout => 2 * $PostgreSQL::Test::Utils::timeout_default);
+	$p->{stdin} .= "$sql;\n\\q\n";
+	$p->{run}->pump_nb;
 	return $p;
 }
 
@@ -149,9 +148,9 @@ END \$\$});
 sub psql_finish
 {
 	my ($p) = @_;
-	eval { $p->{h}->finish; 1 } or $p->{h}->kill_kill;
-	chomp $p->{out};
-	return $p->{out};
+	eval { $p->{run}->finish; 1 } or $p->{run}->kill_kill;
+	chomp $p->{stdout};
+	return $p->{stdout};
 }
 
 1;

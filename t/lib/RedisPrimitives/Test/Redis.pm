@@ -7,8 +7,9 @@
 #   my $r = RedisPrimitives::Test::Redis->new(tls => $certdir);   # TLS only
 #   my $s = RedisPrimitives::Test::Redis->new(sentinel => { master => $m, quorum => 2 });
 #   my @masters = RedisPrimitives::Test::Redis->cluster(3);    # formed: check cluster_ok(@masters)
-#   $r->port;  $r->cli('GET', 'k');  $r->kill9;  $r->restart(args => [...]);
-#   $r->freeze;  $r->thaw;  $r->calls('evalsha');  $r->link_up;  $sentinel->master_port;  $masters[0]->reshard($masters[1], 300);
+#   $r->port;  $r->cli('GET', 'k');  $r->kill9;
+#   $r->freeze;  $r->thaw;  $r->calls('evalsha');  $r->link_up;  $sentinel->master_port;  $sentinel->sees($m, $r, 2);  $masters[0]->reshard($masters[1], 300);
+#   my ($ok, @names) = $masters[0]->reshard_under_load($masters[1], 300, $node, log => 'mig', names => 6, ...);
 #   $node->append_conf('postgresql.conf', $redis->pg_conf);
 #
 # The one thing to know before editing: every server this module starts is
@@ -26,12 +27,14 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use IPC::Run;
 use POSIX ();
-use RedisPrimitives::Test::Node qw(wait_until);
+use RedisPrimitives::Test::Node qw(lease_load psql_finish now_ms wait_until);
+use Test::More;
 
 my %running;    # started and not stopped: the END block stops them
 
 # Start a Redis on a free port (PostgreSQL::Test::Cluster's port finder, so
 # it never collides with a node's port).
+#   port      a port of its own (a server started again where one died)
 #   args      extra redis-server arguments (last: they override ours)
 #   name      for the files
 #   tls       a folder of RedisPrimitives::Test::Certs: TLS only (plain
@@ -43,36 +46,16 @@ my %running;    # started and not stopped: the END block stops them
 sub new
 {
 	my ($class, %params) = @_;
-	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	my $port = $params{port} // PostgreSQL::Test::Cluster::get_free_port();
 	my $name = $params{name} // ($params{sentinel} ? "sentinel_$port" : "redis_$port");
+	my $dir = PostgreSQL::Test::Utils::tempdir($name);
 	my $self = bless {
 		%params,
 		port => $port,
 		bus_port => $params{cluster} && PostgreSQL::Test::Cluster::get_free_port(),
-		name => $name,
-		dir => PostgreSQL::Test::Utils::tempdir($name),
+		dir => $dir,
 		logfile => "$PostgreSQL::Test::Utils::log_path/${name}.log",
 	}, $class;
-	$self->_start;
-	return $self;
-}
-
-sub port { return $_[0]->{port}; }
-
-# Start again on the same port (after kill9), with new extra arguments.
-sub restart
-{
-	my ($self, %params) = @_;
-	$self->stop;
-	$self->{args} = $params{args} // [];
-	$self->_start;
-	return $self;
-}
-
-sub _start
-{
-	my ($self) = @_;
-	my ($port, $dir) = ($self->{port}, $self->{dir});
 	# Every server gets a configuration file (a Sentinel needs one to write
 	# to); extra arguments on the command line override it.
 	my @conf = (
@@ -85,7 +68,6 @@ sub _start
 		  'tls-auth-clients no', 'tls-replication yes';
 		push @conf, 'tls-cluster yes' if $self->{cluster};
 	}
-	my @cmd;
 	if (my $s = $self->{sentinel})
 	{
 		push @conf, "requirepass $s->{password}" if defined $s->{password};
@@ -94,7 +76,6 @@ sub _start
 		  'sentinel down-after-milliseconds rpm 1000',
 		  'sentinel failover-timeout rpm 3000',
 		  'sentinel parallel-syncs rpm 1';
-		@cmd = ('redis-sentinel', "$dir/redis.conf");
 	}
 	else
 	{
@@ -103,29 +84,26 @@ sub _start
 		push @conf, 'cluster-enabled yes', "cluster-port $self->{bus_port}",
 		  "cluster-config-file $dir/nodes.conf", 'cluster-node-timeout 2000'
 		  if $self->{cluster};
-		@cmd = ('redis-server', "$dir/redis.conf");
 	}
-	PostgreSQL::Test::Utils::append_to_file("$dir/redis.conf.new", join("\n", @conf) . "\n");
-	rename("$dir/redis.conf.new", "$dir/redis.conf") or die "rename: $!";
+	PostgreSQL::Test::Utils::append_to_file("$dir/redis.conf", join("\n", @conf) . "\n");
 	# What it says before it opens its log (a bad option) goes there too.
 	# In a session of its own, as a daemon: the kernel (autogroup) shares
 	# the CPU between sessions, and on a loaded machine a Redis left in the
 	# test's served t/004's load a third of the calls.
-	$self->{h} = IPC::Run::start([ @cmd, @{ $self->{args} // [] } ], init => sub { POSIX::setsid() },
-		'<', '/dev/null', '>', '/dev/null', '2>>', $self->{logfile});
+	my $prog = $self->{sentinel} ? 'redis-sentinel' : 'redis-server';
+	$self->{h} = IPC::Run::start([ $prog, "$dir/redis.conf", @{ $self->{args} // [] } ],
+		init => sub { POSIX::setsid() }, '<', '/dev/null', '>', '/dev/null', '2>>', $self->{logfile});
 	$running{$self} = $self;
-	return if wait_until(sub { !$self->{h}->pumpable || ($self->cli_ok('PING') // '') eq 'PONG' })
+	return $self if wait_until(sub { !$self->{h}->pumpable || ($self->cli_ok('PING') // '') eq 'PONG' })
 	  && $self->{h}->pumpable;
-	die "$cmd[0] on port $port did not start; see $self->{logfile}\n";
+	die "$prog on port $port did not start; see $self->{logfile}\n";
 }
 
-# The settings a PostgreSQL node needs to use this Redis.
-sub pg_conf
-{
-	my ($self) = @_;
-	return "redis_primitives.host = '127.0.0.1'\n"
-	  . "redis_primitives.port = $self->{port}\n";
-}
+sub port { return $_[0]->{port}; }
+
+# The setting a PostgreSQL node needs to use this Redis (the host is
+# redis_primitives.host's default, 127.0.0.1).
+sub pg_conf { return "redis_primitives.port = $_[0]->{port}\n"; }
 
 # The redis-cli command line of this server (TLS, password included).
 sub cli_cmd
@@ -165,21 +143,23 @@ sub cli
 	return $out;
 }
 
-# One field of INFO: $r->info('replication', 'master_link_status').
-sub info
-{
-	my ($self, $section, $field) = @_;
-	my $out = $self->cli_ok('INFO', $section) // '';
-	return $out =~ /^\Q$field\E:(.*)$/m ? $1 : undef;
-}
-
 # A replica's link to its master is up; the port of the master a Sentinel
 # names for 'rpm' ('' if none).
-sub link_up { return ($_[0]->info('replication', 'master_link_status') // '') eq 'up'; }
+sub link_up { return ($_[0]->cli_ok('INFO', 'replication') // '') =~ /^master_link_status:up$/m; }
 sub master_port { return ($_[0]->cli_ok('SENTINEL', 'get-master-addr-by-name', 'rpm') // '') =~ /\n(\d+)$/ ? $1 : ''; }
 
+# This Sentinel names $m master of 'rpm', lists $r as a healthy replica of
+# it, and knows $n other sentinels (a failover needs their votes).
+sub sees
+{
+	my ($self, $m, $r, $n) = @_;
+	my $replicas = join(' ', split /\n/, $self->cli_ok('SENTINEL', 'replicas', 'rpm') // '') . ' ';
+	return $self->master_port eq $m->port && $replicas =~ /port ${\ $r->port} runid \S+ flags slave /
+	  && (() = ($self->cli_ok('SENTINEL', 'sentinels', 'rpm') // '') =~ /^name$/mg) >= $n;
+}
+
 # Calls of a command so far (INFO commandstats): 'evalsha', 'cluster|slots'.
-sub calls { return ($_[0]->info('commandstats', "cmdstat_$_[1]") // '') =~ /^calls=(\d+)/ ? $1 : 0; }
+sub calls { return ($_[0]->cli_ok('INFO', 'commandstats') // '') =~ /^cmdstat_\Q$_[1]\E:calls=(\d+)/m ? $1 : 0; }
 
 # SIGSTOP / SIGCONT: the server stalls, with its connections open.
 sub freeze { $_[0]->{h}->signal('STOP') if $_[0]->{h}; return; }
@@ -231,6 +211,32 @@ sub reshard
 	return defined $self->cli_ok('--cluster', 'reshard', '127.0.0.1:' . $self->port,
 		'--cluster-from', $self->cli('CLUSTER', 'MYID'), '--cluster-to', $to->cli('CLUSTER', 'MYID'),
 		'--cluster-slots', $slots, '--cluster-pipeline', '10', '--cluster-yes');
+}
+
+# reshard($to, $slots) while lock calls run on names in those slots: the
+# first $p{names} names "$p{log}-<i>" whose slot is below $slots, each slot
+# padded with $p{filler} keys so that its migration lasts long enough for
+# calls to meet it half-moved (ASK, TRYAGAIN), not only after (MOVED), under
+# lease_load($node, $p{log}, $p{secs}, names, $p{call}), the reshard started
+# once $p{warm} calls succeeded.  Returns reshard's result and the names.
+sub reshard_under_load
+{
+	my ($self, $to, $slots, $node, %p) = @_;
+	my @names = split /\n/, $node->safe_psql('postgres', qq{SELECT n FROM (SELECT '$p{log}-' || i AS n
+		FROM generate_series(1, 5000) i) s WHERE rp_key_slot('rp:{' || n || '}:lock') < $slots ORDER BY n LIMIT $p{names}});
+	# Filler keys make each slot's migration last long enough for calls to
+	# meet it half-moved.  One MSET per name: a SET per key (9,000 round
+	# trips) outlasted redis-cli's 30 s at load 45.
+	$self->cli(\join('', map { my $n = $_; 'MSET ' . join(' ', map { "rp:{$n}:filler:$_ x" } 1 .. $p{filler}) . "\n" } @names));
+	my $load = lease_load($node, $p{log}, $p{secs}, \@names, $p{call});
+	wait_until(sub { $node->safe_psql('postgres', "SELECT count(*) FROM $p{log} WHERE ok") >= $p{warm} });
+	my $t = now_ms();
+	my $ok = $self->reshard($to, $slots);
+	diag("$slots slots resharded in " . (now_ms() - $t) . " ms under load on @names");
+	psql_finish($load);
+	diag('during the move: ' . $node->safe_psql('postgres',
+		"SELECT count(*) FILTER (WHERE ok) || ' calls ok, ' || count(*) FILTER (WHERE NOT ok) || ' failed' FROM $p{log}"));
+	return ($ok, @names);
 }
 
 # An object that goes out of scope stops its server at once.
