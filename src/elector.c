@@ -908,6 +908,15 @@ rp_elector_main(Datum main_arg)
 		MemoryContextReset(loopcxt);
 
 		/*
+		 * The wait inside every Redis exchange (conn.c's rp_wait) resets the
+		 * latch: a SIGHUP or SIGTERM that arrived during the campaigns or the
+		 * drain above lost its wakeup.  Its flag is still set: act on it now
+		 * rather than sleep through it.
+		 */
+		if (ShutdownRequestPending || ConfigReloadPending)
+			continue;
+
+		/*
 		 * With no elections, sleep until a reload.  Otherwise until the next
 		 * tick; a round that overran it (Redis slow to answer) is followed
 		 * by the next one at once.  Orphans left are tried again soon.
