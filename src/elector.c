@@ -859,6 +859,7 @@ rp_elector_main(Datum main_arg)
 		int64		now_us;
 		long		wait_ms;
 		bool		orphans_left;
+		bool		standby;
 
 		if (ConfigReloadPending)
 		{
@@ -872,23 +873,15 @@ rp_elector_main(Datum main_arg)
 		}
 
 		/*
-		 * A hot standby looks for its promotion every renew interval, and at
-		 * least every second.
+		 * A hot standby does not campaign: it looks for its promotion every
+		 * renew interval, and at least every second, and once promoted it
+		 * campaigns at once.
 		 */
-		if (rp_standby_check())
-		{
-			int			rc;
-
-			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						   Min(rp_election_renew_ms, 1000), PG_WAIT_EXTENSION);
-			if (rc & WL_LATCH_SET)
-				ResetLatch(MyLatch);
-			next_us = rp_elector_clock_us();
-			continue;
-		}
-
+		standby = rp_standby_check();
 		now_us = rp_elector_clock_us();
-		if (now_us >= next_us && rp_nmine > 0)
+		if (standby)
+			next_us = now_us;
+		else if (now_us >= next_us && rp_nmine > 0)
 		{
 			/* Ticks are counted from when they were due, not when done. */
 			next_us += (int64) rp_election_renew_ms * 1000;
@@ -903,7 +896,10 @@ rp_elector_main(Datum main_arg)
 			now_us = rp_elector_clock_us();
 		}
 
-		/* Leases exiting backends could not release (orphans.c). */
+		/*
+		 * Leases exiting backends could not release (orphans.c), on a standby
+		 * too: its sessions take leases like any other.
+		 */
 		orphans_left = rp_orphans_drain();
 		MemoryContextReset(loopcxt);
 
@@ -917,16 +913,21 @@ rp_elector_main(Datum main_arg)
 			continue;
 
 		/*
-		 * With no elections, sleep until a reload.  Otherwise until the next
-		 * tick; a round that overran it (Redis slow to answer) is followed
-		 * by the next one at once.  Orphans left are tried again soon.
+		 * A standby sleeps until its next look at recovery.  With no
+		 * elections, sleep until a reload or a hand-off (wait_ms -1: no
+		 * timeout).  Otherwise until the next tick; a round that overran it
+		 * (Redis slow to answer) is followed by the next one at once.
+		 * Orphans left are tried again soon.
 		 */
-		wait_ms = (long) ((next_us - now_us + 999) / 1000);
-		if (rp_nmine == 0)
-			wait_ms = orphans_left ? RP_ORPHAN_RETRY_MS : -1;
-		else if (orphans_left)
-			wait_ms = Min(wait_ms, RP_ORPHAN_RETRY_MS);
-		if (rp_nmine == 0 || wait_ms > 0)
+		if (standby)
+			wait_ms = Min(rp_election_renew_ms, 1000);
+		else if (rp_nmine == 0)
+			wait_ms = -1;
+		else
+			wait_ms = Max((long) ((next_us - now_us + 999) / 1000), 0);
+		if (orphans_left)
+			wait_ms = (wait_ms < 0) ? RP_ORPHAN_RETRY_MS : Min(wait_ms, RP_ORPHAN_RETRY_MS);
+		if (wait_ms != 0)
 		{
 			int			rc;
 
