@@ -1,30 +1,30 @@
 #!/usr/bin/env bash
-# orphan_wakeup.sh -- a lease handed to the background worker while it is
-# asking Redis to release an earlier one is released too (mutant 83).
+# orphan_wakeup.sh -- what reaches the background worker while it asks Redis
+# to release orphaned leases is acted on: a backend's hand-off (mutant 83),
+# a reload or a stop (mutant 84).
 #
 # The worker copies its queue, then asks Redis entry by entry; the wait
-# inside each exchange resets its latch.  A backend whose hand-off landed
-# during that wait had its wakeup consumed: the worker released its copy,
-# saw nothing left, and slept until the next hand-off, so the new lease was
-# held for its whole TTL.  (This was orphan_worker.sh's flake: "the worker
-# releases the lease within 30 s" failed in 4 of 11 CI runs, whenever the
-# test unpaused Redis within half a second of the last hand-off.)
+# inside each exchange (conn.c's rp_wait) resets its latch.  A hand-off that
+# landed during that wait had its wakeup consumed: the worker released its
+# copy, saw nothing left, and slept until the next hand-off, so the new
+# lease was held for its whole TTL.  (This was orphan_worker.sh's flake:
+# "the worker releases the lease within 30 s" failed in 4 of 11 CI runs.)
+# A SIGHUP or SIGTERM in that wait was slept through the same way (flags
+# looked at only at the loop top): a stop never ended the worker, and the
+# postmaster waits for it at a fast shutdown; a reload was not applied.
 #
-# Each trial: two clients keep Redis busy with scripts of 100 ms each, one
-# after the other, so every other client's command waits up to 200 ms or so
-# (the worker gives one try 500 ms).  Backend A holds 10 leases and B
-# one; their sessions point at a port where nothing listens, so each one's
-# own exit release fails at once and it hands its leases off to the worker.
-# A exits: the worker copies the queue and releases entry by entry, each
-# release waiting for the script in progress.  B exits right after, so its
-# hand-off lands during one of those waits, which consumes its wakeup.  The
-# fixed worker releases B right after its copy; the worker before the fix
-# (mutant 83, the naive twin) slept and left B (or A's entries handed off
-# after its copy) held for their TTL.  (A hand-off that lands between two
-# waits cannot see the bug, but must pass: three trials.)
+# How an event is put inside such a wait: two clients keep Redis busy with
+# scripts of 100 ms each, one after the other, so every other client's
+# command waits up to 200 ms or so (the worker gives one try 500 ms).  A
+# backend whose session points at a port where nothing listens exits with
+# 10 leases: its own exit release fails at once, it hands them off, and the
+# worker releases them one wait after another.  The event is sent then.
+# Whether it lands inside a wait rather than between two depends on timing
+# (most trials do): the worker before the fixes (the naive twins, mutants 83
+# and 84) fails some trial in every run; the fixed worker passes them all.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 3
+plan 7
 
 dead=$(rp_free_port)
 held() {  # prefix: how many of its leases Redis holds
@@ -45,16 +45,33 @@ end() {
 spin="redis.call('incr', KEYS[1])
 local t0 = redis.call('time')
 repeat local t = redis.call('time') until (t[1] - t0[1]) * 1000000 + t[2] - t0[2] > 100000"
+# busy KEY: two spinning clients, running once each has run twice.  redis-cli
+# itself in the background, not the redis function (a subshell, whose kill
+# would leave redis-cli spinning).
+busy() {
+	redis-cli -p "$REDIS_PORT" -r 100 eval "$spin" 1 "$1" >/dev/null & busy=$!
+	redis-cli -p "$REDIS_PORT" -r 100 eval "$spin" 1 "$1" >/dev/null & busy+=" $!"
+	wait_for 30 "[ \"\$(redis get $1)\" -ge 4 ]"
+}
+# idle PREFIX...: stop the spinners, forget the names' keys.
+idle() {
+	kill $busy 2>/dev/null
+	wait
+	for p in "$@"; do
+		redis eval "for _, k in ipairs(redis.call('keys', ARGV[1] .. '*')) do redis.call('del', k) end" 0 "rp:{$p-" >/dev/null
+		redis del "$p-spin" >/dev/null
+	done
+}
+worker() { pgrep -P "$(head -1 "$RP_TMP/pg/postmaster.pid")" -f 'redis_primitives elector'; }
 
+# ---- a hand-off during a drain -------------------------------------------
+# Backend A holds 10 leases and B one; A exits, then B, whose hand-off lands
+# in a wait of the drain of A's.
 for t in 1 2 3; do
 	hold wa$t 10; hold wb$t 1
 	wait_for 30 "[ -n \"\$(pid wa$t)\" ] && [ -n \"\$(pid wb$t)\" ]"
 	a=$(pid wa$t) b=$(pid wb$t)
-	# redis-cli itself in the background, not the redis function (a
-	# subshell, whose kill would leave redis-cli spinning).
-	redis-cli -p "$REDIS_PORT" -r 100 eval "$spin" 1 wspin$t >/dev/null & busy=$!
-	redis-cli -p "$REDIS_PORT" -r 100 eval "$spin" 1 wspin$t >/dev/null & busy+=" $!"
-	wait_for 30 "[ \"\$(redis get wspin$t)\" -ge 4 ]"
+	busy wa$t-spin
 	# Held before the exits, or "released" below would be vacuous.
 	before="$(held wa$t) and $(held wb$t)"
 	end "$a"
@@ -64,8 +81,41 @@ for t in 1 2 3; do
 	t0=$(now_ms)
 	[ "$before" = "10 and 1" ] && wait_for 20 "[ \$(held wa$t) = 0 ] && [ \$(held wb$t) = 0 ]"
 	ok $? "trial $t: while Redis is busy, a backend with 10 leases exits, then one with 1; the worker releases all 11 ($(( $(now_ms) - t0 )) ms after Redis is idle again; held before: $before; left: $(held wa$t) and $(held wb$t))"
-	wait
-	redis eval "for _, k in ipairs(redis.call('keys', 'rp:{w[ab]$t-*')) do redis.call('del', k) end" 0 >/dev/null
-	redis del wspin$t >/dev/null
+	idle wa$t wb$t
 done
+
+# ---- a stop or a reload during a drain -------------------------------------
+# orphans NAME: a backend hands 10 leases to the worker while Redis is busy;
+# returns once they are queued (the backend has exited).
+orphans() {
+	hold "$1" 10
+	wait_for 30 "[ \"\$(held $1)\" = 10 ] && [ -n \"\$(pid $1)\" ]" || return 1
+	local b; b=$(pid "$1")
+	busy "$1-spin" || return 1
+	end "$b"
+}
+
+# A stop: the worker must exit, and the postmaster start a new one.
+old=$(worker)
+[ -n "$old" ] && orphans sigterm; ok $? "10 leases handed to the worker (pid $old) while Redis is busy"
+sleep 0.3
+kill -TERM "$old"
+sleep 1; kill $busy 2>/dev/null
+t0=$(now_ms)
+wait_for 20 "[ -n \"$old\" ] && ! kill -0 \"$old\" 2>/dev/null"
+ok $? "SIGTERM sent while the worker releases them: it exits ($(( $(now_ms) - t0 )) ms after Redis is idle again; leases left: $(held sigterm))"
+idle sigterm
+wait_for 30 "[ -n \"\$(worker)\" ] && [ \"\$(worker)\" != $old ]"
+
+# A reload: the election it adds must run.
+[ -n "$(worker)" ] && orphans sighup; ok $? "10 leases handed to the worker (pid $(worker)) while Redis is busy"
+sleep 0.3
+q "ALTER SYSTEM SET redis_primitives.elections = 'sighup_added'" "SELECT pg_reload_conf()" >/dev/null
+sleep 1; kill $busy 2>/dev/null
+t0=$(now_ms)
+wait_for 20 "[ -n \"\$(q \"SELECT 1 FROM rp_elections() WHERE name = 'sighup_added'\")\" ]"
+ok $? "a reload sent while the worker releases them is applied ($(( $(now_ms) - t0 )) ms after Redis is idle again; leases left: $(held sighup))"
+q "ALTER SYSTEM RESET redis_primitives.elections" "SELECT pg_reload_conf()" >/dev/null
+wait_for 30 "[ -z \"\$(q \"SELECT 1 FROM rp_elections()\")\" ]"
+idle sighup
 finish
