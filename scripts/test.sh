@@ -5,7 +5,7 @@
 # and runs every suite against them:
 #   pg_regress      sql/ + expected/           deterministic SQL behaviour
 #   isolation       test/isolation/specs/      concurrency interleavings
-#   pgTAP           test/pgtap/*.sql           via pg_prove
+#   pgTAP           test/pgtap/*.sql           psql, as pg_prove runs them
 #   scenarios       test/scenarios/*.sh        timing, faults, load (TAP, via prove)
 #   tap             t/*.pl                     several servers: PostgreSQL::Test::Cluster
 #                                              nodes and Redis servers of their own
@@ -15,15 +15,16 @@
 # and the folders are removed on exit, whatever happened.  Ends with
 # "N passed, N failed".
 #
-# The scenario and t/*.pl files are run by one `prove -j RP_LANES` (default
-# 3; RP_LANES=1 runs one file at a time), heaviest first, each through this
-# script's --file mode (run_file).  A scenario takes a slot: a PostgreSQL +
-# Redis pair no other file uses meanwhile (scenarios restart Redis and change
-# server settings).  Slot 0 is the first servers, free once pg_regress,
-# isolation and pgTAP are done with them; slot K starts its own pair for the
-# first file that takes it.  A t/*.pl file starts its own servers.  Each
-# file's output is printed in file-name order at the end, then prove's
-# summary with each file's wall time.
+# The pgTAP, scenario and t/*.pl files are run by one `prove -j RP_LANES`
+# (default 3; RP_LANES=1 runs one file at a time), heaviest first, each
+# through this script's --file mode (run_file), beside pg_regress and
+# isolation.  A pgTAP or scenario file takes a slot: a PostgreSQL + Redis
+# pair no other file uses meanwhile (scenarios restart Redis and change
+# server settings).  Slot 0 is the first servers, free once pg_regress and
+# isolation are done with them; slot K starts its own pair for the first
+# file that takes it.  A t/*.pl file starts its own servers.  Each file's
+# output is printed in file-name order at the end, then prove's summary
+# with each file's wall time.
 #
 # RP_SUITES="regress pgtap isolation scenarios tap" selects suites;
 # RP_ONLY=pattern runs only pgTAP/scenario/t files whose name matches.
@@ -42,10 +43,9 @@ setup_db() {
 	psql -X -q -c "ALTER DATABASE rp_test SET rp_test.redis_port = '$REDIS_PORT'" >/dev/null
 }
 
-# count FILE KIND RC: add FILE's checks to the totals.
+# count FILE KIND RC: add FILE's checks to the totals and to ran[KIND].
 count() {
 	local out=$1 kind=$2 rc=$3 ok bad skipped
-	grep -q '^Result: FAIL' "$out" && rc=1
 	ok=$(grep -cE '^ *ok [0-9]+' "$out")
 	bad=$(grep -cE '^ *not ok [0-9]+' "$out")
 	# a script that died before its plan counts as a failure too
@@ -62,7 +62,7 @@ count() {
 	fi
 	# prove failed although no check did (a script that exited non-zero)
 	[ "$rc" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
-	passed=$((passed + ok)); failed=$((failed + bad))
+	passed=$((passed + ok)); failed=$((failed + bad)); ran[$kind]=$((ok + bad))
 	[ "$bad" -gt 0 ] && failures+=("$kind")
 }
 
@@ -74,7 +74,7 @@ run_pgxs() {  # regress|isolation
 	cat "$out"
 	ok=$(grep -cE '^(ok|test) .*\.\.\. ok|^ok [0-9]+' "$out")
 	bad=$(grep -cE '\.\.\. FAILED|^not ok' "$out")
-	passed=$((passed + ok)); failed=$((failed + bad))
+	passed=$((passed + ok)); failed=$((failed + bad)); ran[$1]=$((ok + bad))
 	[ "$rc" -eq 0 ] && return
 	[ "$bad" -eq 0 ] && failed=$((failed + 1))
 	failures+=("$1")
@@ -83,33 +83,27 @@ run_pgxs() {  # regress|isolation
 	done
 }
 
-# The scenario and t/*.pl files, heaviest first (a long file started last
-# ends the run late): files whose name holds one of these words, in this
+# The pgTAP, scenario and t/*.pl files, heaviest first (a long file started
+# last ends the run late): files whose name holds one of these words, in this
 # order, then the rest in name order.  A new file needs no entry; a new heavy
 # one runs sooner with one.
 HEAVY="ratelimit_concurrency lock_mutual_exclusion sentinel cluster fuzz_bad_input
 election tls_topology resources semaphore fence_workers faults examples
 leases_never_stranded xact_and_exit observe_notify standby logical"
 files_heaviest_first() {
-	local f w rank
-	{
-		case " $suites " in *" pgtap "*) ls test/pgtap/*.sql ;; esac
-		case " $suites " in *" scenarios "*) ls test/scenarios/*.sh ;; esac
-		case " $suites " in *" tap "*) ls t/*.pl 2>/dev/null ;; esac
-	} | while read -r f; do
-		[ -n "${RP_ONLY:-}" ] && [[ "$f" != *${RP_ONLY}* ]] && continue
-		rank=0 w=
-		for w in $HEAVY; do rank=$((rank + 1)); [[ "$(basename "$f")" == *"$w"* ]] && break; w=; done
-		[ -z "$w" ] && rank=999
-		printf '%03d %s\n' "$rank" "$f"
-	done | sort | cut -d' ' -f2
+	local all w
+	all=$(for s in $suites; do
+		case $s in pgtap) ls test/pgtap/*.sql ;; scenarios) ls test/scenarios/*.sh ;; tap) ls t/*.pl ;; esac
+	done 2>/dev/null | sort | while read -r f; do [[ $f == *${RP_ONLY:-}* ]] && echo "$f"; done)
+	for w in $HEAVY; do grep -F "$w" <<<"$all"; done
+	echo "$all"
 }
 
 # take_slot: lock the first free slot (fd $SLOT, held until this file ends;
 # nothing started meanwhile may inherit it) and export its servers' PGHOST
 # PGPORT REDIS_PORT RP_TMP, starting them if the slot has none yet (three
 # tries: another run may take a free port first).  Slot 0 is locked by the
-# runner until the single-server suites are done.
+# runner until pg_regress and isolation are done.
 take_slot() {
 	local k try
 	while :; do
@@ -121,7 +115,7 @@ take_slot() {
 		sleep 1
 	done
 	for try in 1 2 3; do
-		[ -f "$OUT/slot-$k.env" ] && { source "$OUT/slot-$k.env"; return 0; }
+		[ -f "$OUT/slot-$k.env" ] && break
 		export RP_TMP=$RUN/slot-$k PGHOST=$RUN/slot-$k REDIS_PORT=$(rp_free_port) PGPORT=$(rp_free_port)
 		rp_as_pg mkdir -p "$RP_TMP"
 		if rp_start_redis "$REDIS_PORT" {SLOT}>&- && rp_start_pg pg "$PGPORT" "${RP_EXTRA_CONF:-}" {SLOT}>&- &&
@@ -131,16 +125,16 @@ take_slot() {
 			rp_stop_servers
 		fi
 	done
-	return 1
+	[ -f "$OUT/slot-$k.env" ] && source "$OUT/slot-$k.env"
 }
 save_slot() { echo "export RP_TMP=$RP_TMP PGHOST=$PGHOST PGPORT=$PGPORT REDIS_PORT=$REDIS_PORT" >"$OUT/slot-$1.env"; }
 
-# run_file FILE (prove's --exec): one scenario or t/*.pl file, its TAP on
+# run_file FILE (prove's --exec): one pgTAP, scenario or t/*.pl file, its TAP on
 # stdout for prove and kept in $OUT/KIND/ to be printed at the end.  A file
 # still running after RP_FILE_TIMEOUT seconds (900) is killed and fails: a
 # hung test must not hang make test.
 run_file() {
-	local f=$1 kind=scenarios limit=${RP_FILE_TIMEOUT:-900} rc out log cmd=("$1")
+	local f=$1 kind=scenarios limit=${RP_FILE_TIMEOUT:-900} rc out log cmd=(bash "$1")
 	case $f in t/*) kind=tap ;; test/pgtap/*) kind=pgtap ;; esac
 	# a pgTAP file as pg_prove runs it
 	[ "$kind" = pgtap ] && cmd=(psql -X -A -q -t -P pager=off -v ON_ERROR_STOP=1 -d rp_test -f "$f")
@@ -182,6 +176,7 @@ suites=${RP_SUITES:-regress isolation pgtap scenarios tap}
 export RP_LANES=${RP_LANES:-3} RUN=$RP_TMP OUT=$RP_TMP/out TAPDIR=$RP_TMP/tap
 export PGXS_DIR=$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")
 passed=0 failed=0 failures=()
+declare -A ran  # suite -> checks it counted
 mkdir -p "$OUT"/{pgtap,scenarios,tap}
 rp_as_pg mkdir "$TAPDIR"
 
@@ -207,35 +202,28 @@ setup_db
 save_slot 0
 exec {slot0}>"$OUT/slot-0.lock"
 flock "$slot0"
-files=$(files_heaviest_first)
+files=$(files_heaviest_first | awk 'NF && !seen[$0]++')
 if [ -n "$files" ]; then
 	setsid prove -j "$RP_LANES" --timer --exec "bash $RP_ROOT/scripts/test.sh --file" $files \
 		>"$OUT/prove.out" 2>&1 {slot0}>&- &
 	files_sid=$!
 fi
 
-declare -A ran  # suite -> checks it counted
 for s in $suites; do
-	before=$((passed + failed))
-	case $s in
-		regress|isolation) echo "==== $s"; flush; run_pgxs "$s" ;;
-	esac
-	ran[$s]=$((passed + failed - before))
+	case $s in regress|isolation) echo "==== $s"; flush; run_pgxs "$s" ;; esac
 done
 exec {slot0}>&-  # slot 0 is free for the files
 files_rc=0
 [ -n "$files_sid" ] && { wait "$files_sid"; files_rc=$?; }
 
 for s in $suites; do
-	case $s in
-		pgtap|scenarios|tap) echo "==== $s"; before=$((passed + failed))
-			cat "$OUT/$s"/*.out >"$OUT/$s.all" 2>/dev/null
-			cat "$OUT/$s.all"; count "$OUT/$s.all" "$s" 0
-			ran[$s]=$((passed + failed - before)) ;;
+	case $s in pgtap|scenarios|tap)
+		echo "==== $s"; cat "$OUT/$s"/*.out >"$OUT/$s.all" 2>/dev/null
+		cat "$OUT/$s.all"; count "$OUT/$s.all" "$s" 0 ;;
 	esac
 done
 if [ -n "$files_sid" ]; then
-	echo "==== prove (the scenario and t/*.pl files)"
+	echo "==== prove (the pgTAP, scenario and t/*.pl files)"
 	cat "$OUT/prove.out"; count "$OUT/prove.out" prove "$files_rc"
 fi
 
