@@ -139,6 +139,7 @@ run_file() {
 	# a pgTAP file as pg_prove runs it
 	[ "$kind" = pgtap ] && cmd=(psql -X -A -q -t -P pager=off -v ON_ERROR_STOP=1 -d rp_test -f "$f")
 	out=$OUT/$kind/$(basename "$f").out
+	echo "---- $f" >"$out"
 	if [ "$kind" = tap ]; then
 		# What PGXS's prove_installcheck does (TAP_TESTS = 1), with the
 		# nodes' folders under $TAPDIR, as the postgres user when we are
@@ -155,7 +156,7 @@ run_file() {
 		timeout -k 10 "$limit" "${cmd[@]}" {SLOT}>&-
 	else
 		echo "not ok 1 - $f: its PostgreSQL and Redis did not start"; false
-	fi 2>&1 | tee "$out"
+	fi 2>&1 | tee -a "$out"
 	rc=${PIPESTATUS[0]}
 	[ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] &&
 		echo "not ok 0 - $f: killed after $limit s (RP_FILE_TIMEOUT)" >>"$out"
