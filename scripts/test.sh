@@ -17,12 +17,11 @@
 #
 # The pgTAP, scenario and t/*.pl files are run by one `prove -j RP_LANES`
 # (default 3; RP_LANES=1 runs one file at a time), heaviest first, each
-# through this script's --file mode (run_file), beside pg_regress and
-# isolation.  A pgTAP or scenario file takes a slot: a PostgreSQL + Redis
-# pair no other file uses meanwhile (scenarios restart Redis and change
-# server settings).  Slot 0 is the first servers, free once pg_regress and
-# isolation are done with them; slot K starts its own pair for the first
-# file that takes it.  A t/*.pl file starts its own servers.  Each file's
+# through this script's --file mode (run_file), while pg_regress and
+# isolation run on the first servers.  A pgTAP or scenario file takes a
+# slot: a PostgreSQL + Redis pair no other file uses meanwhile (scenarios
+# restart Redis and change server settings), started for the first file
+# that takes it and kept for the next.  A t/*.pl file starts its own.  Each file's
 # output is printed in file-name order at the end, then prove's summary
 # with each file's wall time.
 #
@@ -102,8 +101,7 @@ files_heaviest_first() {
 # take_slot: lock the first free slot (fd $SLOT, held until this file ends;
 # nothing started meanwhile may inherit it) and export its servers' PGHOST
 # PGPORT REDIS_PORT RP_TMP, starting them if the slot has none yet (three
-# tries: another run may take a free port first).  Slot 0 is locked by the
-# runner until pg_regress and isolation are done.
+# tries: another run may take a free port first).
 take_slot() {
 	local k try
 	while :; do
@@ -120,14 +118,13 @@ take_slot() {
 		rp_as_pg mkdir -p "$RP_TMP"
 		if rp_start_redis "$REDIS_PORT" {SLOT}>&- && rp_start_pg pg "$PGPORT" "${RP_EXTRA_CONF:-}" {SLOT}>&- &&
 			setup_db; then
-			save_slot "$k"
+			echo "export RP_TMP=$RP_TMP PGHOST=$PGHOST PGPORT=$PGPORT REDIS_PORT=$REDIS_PORT" >"$OUT/slot-$k.env"
 		else
 			rp_stop_servers
 		fi
 	done
 	[ -f "$OUT/slot-$k.env" ] && source "$OUT/slot-$k.env"
 }
-save_slot() { echo "export RP_TMP=$RP_TMP PGHOST=$PGHOST PGPORT=$PGPORT REDIS_PORT=$REDIS_PORT" >"$OUT/slot-$1.env"; }
 
 # run_file FILE (prove's --exec): one pgTAP, scenario or t/*.pl file, its TAP on
 # stdout for prove and kept in $OUT/KIND/ to be printed at the end.  A file
@@ -200,20 +197,16 @@ stop_all() {
 trap stop_all EXIT
 
 setup_db
-save_slot 0
-exec {slot0}>"$OUT/slot-0.lock"
-flock "$slot0"
 files=$(files_heaviest_first | awk 'NF && !seen[$0]++')
 if [ -n "$files" ]; then
 	setsid prove -j "$RP_LANES" --timer --exec "bash $RP_ROOT/scripts/test.sh --file" $files \
-		>"$OUT/prove.out" 2>&1 {slot0}>&- &
+		>"$OUT/prove.out" 2>&1 &
 	files_sid=$!
 fi
 
 for s in $suites; do
 	case $s in regress|isolation) echo "==== $s"; flush; run_pgxs "$s" ;; esac
 done
-exec {slot0}>&-  # slot 0 is free for the files
 files_rc=0
 [ -n "$files_sid" ] && { wait "$files_sid"; files_rc=$?; }
 

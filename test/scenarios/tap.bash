@@ -60,7 +60,7 @@ key() { echo "rp:{$1}:$2"; }
 # on the shared lock; once all N wait, the holder is terminated and all of
 # them proceed at the same instant.
 barrier_sessions() {  # key granted(t|f): sessions holding / waiting for it
-	q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND granted = $2"
+	q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND granted = '$2'"
 }
 barrier_hold() {  # key
 	psql -X -q -d "$RP_DB" -c "SET application_name = 'barrier-$1'" \
