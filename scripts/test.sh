@@ -21,9 +21,10 @@
 # isolation run on the first servers.  A pgTAP or scenario file takes a
 # slot: a PostgreSQL + Redis pair no other file uses meanwhile (scenarios
 # restart Redis and change server settings), started for the first file
-# that takes it and kept for the next.  A t/*.pl file starts its own.  Each file's
-# output is printed in file-name order at the end, then prove's summary
-# with each file's wall time.
+# that takes it and kept for the next.  A t/*.pl file starts its own.  Each
+# file's output is printed in file-name order at the end, then prove's
+# summary with each file's wall time.  A run stopped midway (TERM, ^C, a
+# timeout) ends prove and every file it runs before stopping the servers.
 #
 # RP_SUITES="regress pgtap isolation scenarios tap" selects suites;
 # RP_ONLY=pattern runs only pgTAP/scenario/t files whose name matches.
