@@ -20,8 +20,9 @@
 # The one thing to know before editing: what this prints is what Redis and
 # PostgreSQL run (and, for Lua, what the SHA1 is computed from), so it never
 # guesses: a missing file or block, an unterminated or repeated block, an
-# unknown option or an include inside included text is an error, and make
-# stops.  Includes do not nest.
+# unknown option, an include inside included text or a directive written
+# any other way (spaced, tabbed, indented) is an error, and make stops
+# (test/scenarios/expand_includes.sh).  Includes do not nest.
 set -eu
 [ $# -eq 2 ] || { echo "usage: $0 DIR FILE" >&2; exit 2; }
 dir=$1 file=$2
@@ -37,7 +38,7 @@ function part(name, block, opt,    path, line, n, inside, seen, out) {
 	out = ""; inside = 0; seen = 0; n = 0
 	while ((getline line < path) > 0) {
 		n++
-		if (line ~ /^-- #include( |$)/)
+		if (line ~ directive)
 			fail(path ":" n ": an included file includes another (includes do not nest)")
 		if (block != "" && line == "-- #begin " block) {
 			if (seen) fail("block " block " appears twice in " path)
@@ -57,6 +58,13 @@ function part(name, block, opt,    path, line, n, inside, seen, out) {
 	if (inside) fail("block " block " in " path " has no -- #end " block)
 	if (out == "") fail("nothing to include from " path (block != "" ? " block " block : ""))
 	return out
+}
+# Anything that looks like a directive is one: a near miss (spaced, tabbed,
+# indented, no space) passed through as a comment would ship a script
+# without the text it names.
+BEGIN { directive = "^[ \t]*--[ \t]*#[ \t]*include([ \t]|$)" }
+$0 ~ directive && $0 !~ /^-- #include( |$)/ {
+	fail("write the directive as \"-- #include NAME [BLOCK [or-replace]]\": one space after --, none before")
 }
 /^-- #include( |$)/ {
 	n = split($0, w, " ")

@@ -934,5 +934,12 @@ rp_elector_main(Datum main_arg)
 	for (int i = 0; i < rp_nmine; i++)
 		rp_elector_resign(&rp_mine[i], "the server is shutting down");
 	rp_publish();
-	proc_exit(0);
+
+	/*
+	 * Exit code 1, as worker_spi: the postmaster never restarts a worker
+	 * that exits with 0, so a SIGTERM sent to this process alone would end
+	 * the elections and the orphans' release until the server restarts.
+	 * When the whole server shuts down, nothing is restarted anyway.
+	 */
+	proc_exit(1);
 }

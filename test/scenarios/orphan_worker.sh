@@ -12,9 +12,14 @@
 # Naive twin: the same backend on a server without shared_preload_libraries,
 # where there is no worker (docs/lock.md): its lease outlives the pause and
 # is held for its TTL.
+#
+# First the worker is stopped alone (SIGTERM, as an administrator's kill):
+# the postmaster must start it again, and every check after that is the new
+# worker's.  (It exited with code 0, which tells the postmaster never to
+# restart a background worker: orphans then stayed queued until the TTL.)
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 12
+plan 13
 
 ttl=120000
 long=$(printf 'L%.0s' $(seq 600))           # its key is 610 bytes
@@ -24,6 +29,12 @@ pttl() { redis pttl "$(key "$1" lock)"; }
 huge_sql="repeat('H', 300000)"
 huge_pttl() { redis eval "return redis.call('pttl', 'rp:{' .. string.rep('H', 300000) .. '}:lock')" 0; }
 trap 'redis client unpause >/dev/null 2>&1' EXIT
+
+elector() { pgrep -P "$(head -1 "$RP_TMP/pg/postmaster.pid")" -f 'redis_primitives elector'; }
+old=$(elector)
+[ -n "$old" ] && kill -TERM "$old"
+wait_for 30 '[ -n "$old" ] && [ -n "$(elector)" ] && [ "$(elector)" != "$old" ]'
+ok $? "the worker stopped by SIGTERM (pid ${old:-none}) is started again by the postmaster (pid $(elector))"
 
 port=$(rp_free_port)
 rp_start_pg noworker "$port" "shared_preload_libraries = ''"
