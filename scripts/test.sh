@@ -36,11 +36,18 @@ source "$(dirname "$0")/lib.sh"
 flush() { redis-cli -p "$REDIS_PORT" flushall >/dev/null; redis-cli -p "$REDIS_PORT" script flush >/dev/null; }
 
 # The database every suite expects, on the servers of PGHOST/PGPORT/REDIS_PORT.
+# A slot's servers serve file after file, of any suite: each file gets
+# rp_test afresh from rp_template, so that no table, function or session a
+# file left behind is seen by the next.
 setup_db() {
-	psql -X -q -c "CREATE DATABASE rp_test" >/dev/null
-	psql -X -q -d rp_test -c "CREATE EXTENSION pgtap; CREATE EXTENSION redis_primitives;" >/dev/null
-	psql -X -q -d rp_test -v ON_ERROR_STOP=1 -f test/setup.sql >/dev/null
-	psql -X -q -c "ALTER DATABASE rp_test SET rp_test.redis_port = '$REDIS_PORT'" >/dev/null
+	psql -X -q -c "CREATE DATABASE rp_template" >/dev/null
+	psql -X -q -d rp_template -c "CREATE EXTENSION pgtap; CREATE EXTENSION redis_primitives;" >/dev/null
+	psql -X -q -d rp_template -v ON_ERROR_STOP=1 -f test/setup.sql >/dev/null
+}
+fresh_db() {
+	psql -X -q -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS rp_test WITH (FORCE)" \
+		-c "CREATE DATABASE rp_test TEMPLATE rp_template" \
+		-c "ALTER DATABASE rp_test SET rp_test.redis_port = '$REDIS_PORT'" >/dev/null
 }
 
 # count FILE KIND RC: add FILE's checks to the totals and to ran[KIND].
@@ -149,11 +156,11 @@ run_file() {
 			PG_TEST_TIMEOUT_DEFAULT="${PG_TEST_TIMEOUT_DEFAULT:-60}" \
 			PG_REGRESS="$PGXS_DIR/test/regress/pg_regress" \
 			perl -I "$PGXS_DIR/test/perl" -I t/lib "$f"
-	elif take_slot; then
+	elif take_slot && fresh_db; then
 		flush
 		timeout -k 10 "$limit" "${cmd[@]}" {SLOT}>&-
 	else
-		echo "not ok 1 - $f: its PostgreSQL and Redis did not start"; false
+		echo "not ok 1 - $f: its PostgreSQL and Redis did not start, or rp_test could not be made"; false
 	fi 2>&1 | tee -a "$out"
 	rc=${PIPESTATUS[0]}
 	[ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] &&
