@@ -28,6 +28,8 @@ use IPC::Run;
 use POSIX ();
 use RedisPrimitives::Test::Node qw(wait_until);
 
+my %running;    # started and not stopped: the END block stops them
+
 # Start a Redis on a free port (PostgreSQL::Test::Cluster's port finder, so
 # it never collides with a node's port).
 #   args      extra redis-server arguments (last: they override ours)
@@ -111,6 +113,7 @@ sub _start
 	# test's served t/004's load a third of the calls.
 	$self->{h} = IPC::Run::start([ @cmd, @{ $self->{args} // [] } ], init => sub { POSIX::setsid() },
 		'<', '/dev/null', '>', '/dev/null', '2>>', $self->{logfile});
+	$running{$self} = $self;
 	return if wait_until(sub { !$self->{h}->pumpable || ($self->cli_ok('PING') // '') eq 'PONG' })
 	  && $self->{h}->pumpable;
 	die "$cmd[0] on port $port did not start; see $self->{logfile}\n";
@@ -188,6 +191,7 @@ sub thaw { $_[0]->{h}->signal('CONT') if $_[0]->{h}; return; }
 sub stop
 {
 	my ($self) = @_;
+	delete $running{$self};
 	my $h = delete $self->{h} or return;
 	local $?;    # finish sets it to the kill: at exit it is the exit code
 	$h->signal('CONT');
@@ -229,7 +233,11 @@ sub reshard
 		'--cluster-slots', $slots, '--cluster-pipeline', '10', '--cluster-yes');
 }
 
-# Perl destroys every object before it exits, however the test ended.
+# An object that goes out of scope stops its server at once.
 sub DESTROY { $_[0]->stop; }
+# Servers still running when the test ends are stopped here, before global
+# destruction: there DESTROY may meet a harness already torn down, which
+# signals nothing, and the server outlives the test (t/004's cluster did).
+END { $_->stop for values %running; }
 
 1;
