@@ -33,7 +33,12 @@
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
-flush() { redis-cli -p "$REDIS_PORT" flushall >/dev/null; redis-cli -p "$REDIS_PORT" script flush >/dev/null; }
+# flush: empty Redis, or fail (a reply other than OK: a password set; no
+# reply in 30 s: a stopped Redis).
+flush() {
+	[ "$(timeout -k 5 30 redis-cli -p "$REDIS_PORT" flushall)" = OK ] &&
+		[ "$(timeout -k 5 30 redis-cli -p "$REDIS_PORT" script flush)" = OK ]
+}
 
 # The database every suite expects, on the servers of PGHOST/PGPORT/REDIS_PORT.
 # A slot's servers serve file after file, of any suite: each file gets
@@ -45,7 +50,7 @@ setup_db() {
 	psql -X -q -d rp_template -v ON_ERROR_STOP=1 -f test/setup.sql >/dev/null
 }
 fresh_db() {
-	psql -X -q -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS rp_test WITH (FORCE)" \
+	timeout -k 5 60 psql -X -q -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS rp_test WITH (FORCE)" \
 		-c "CREATE DATABASE rp_test TEMPLATE rp_template" \
 		-c "ALTER DATABASE rp_test SET rp_test.redis_port = '$REDIS_PORT'" >/dev/null
 }
@@ -108,10 +113,12 @@ files_heaviest_first() {
 
 # take_slot: lock the first free slot (fd $SLOT, held until this file ends;
 # nothing started meanwhile may inherit it) and export its servers' PGHOST
-# PGPORT REDIS_PORT RP_TMP, starting them if the slot has none yet (three
-# tries: another run may take a free port first).
+# PGPORT REDIS_PORT RP_TMP, Redis flushed and rp_test afresh.  A slot that
+# has no servers yet, or whose reset fails, gets a new pair (three tries:
+# another run may take a free port first).
 take_slot() {
-	local k try
+	local try
+	# k: the slot's number, on_slot's
 	while :; do
 		for ((k = 0; k < RP_LANES; k++)); do
 			exec {SLOT}>"$OUT/slot-$k.lock"
@@ -121,17 +128,39 @@ take_slot() {
 		sleep 1
 	done
 	for try in 1 2 3; do
-		[ -f "$OUT/slot-$k.env" ] && break
-		export RP_TMP=$RUN/slot-$k PGHOST=$RUN/slot-$k REDIS_PORT=$(rp_free_port) PGPORT=$(rp_free_port)
-		rp_as_pg mkdir -p "$RP_TMP"
-		if rp_start_redis "$REDIS_PORT" {SLOT}>&- && rp_start_pg pg "$PGPORT" "${RP_EXTRA_CONF:-}" {SLOT}>&- &&
-			setup_db; then
-			echo "export RP_TMP=$RP_TMP PGHOST=$PGHOST PGPORT=$PGPORT REDIS_PORT=$REDIS_PORT" >"$OUT/slot-$k.env"
-		else
-			rp_stop_servers
-		fi
+		[ -f "$OUT/slot-$k.env" ] || start_slot
+		[ -f "$OUT/slot-$k.env" ] && source "$OUT/slot-$k.env" && flush && fresh_db && return 0
+		retire_slot
 	done
-	[ -f "$OUT/slot-$k.env" ] && source "$OUT/slot-$k.env"
+	return 1
+}
+start_slot() {
+	export RP_TMP=$RUN/slot-$k PGHOST=$RUN/slot-$k REDIS_PORT=$(rp_free_port) PGPORT=$(rp_free_port)
+	rp_as_pg mkdir -p "$RP_TMP"
+	rp_start_redis "$REDIS_PORT" {SLOT}>&- && rp_start_pg pg "$PGPORT" "${RP_EXTRA_CONF:-}" {SLOT}>&- && setup_db &&
+		echo "export RP_TMP=$RP_TMP PGHOST=$PGHOST PGPORT=$PGPORT REDIS_PORT=$REDIS_PORT" >"$OUT/slot-$k.env"
+}
+# retire_slot: stop every server of slot $k (a server a file started there
+# too, a stopped Redis as well) and forget it: the next file starts anew.
+retire_slot() {
+	RP_TMP=$RUN/slot-$k rp_stop_servers
+	rm -f "$OUT/slot-$k.env"
+}
+
+# on_slot CMD...: run a pgTAP or scenario file on a slot.  A file that
+# failed or was killed may have left anything behind (a server setting, a
+# password or maxmemory in Redis, a stopped Redis, a server still
+# campaigning): its slot is retired, not handed to the next file.
+on_slot() {
+	local rc k
+	take_slot || { echo "not ok 1 - its PostgreSQL and Redis did not start, or rp_test could not be made"; return 1; }
+	timeout -k 10 "$limit" "$@" {SLOT}>&- 2>&1 | tee "$OUT/slot-$k.tap"
+	rc=${PIPESTATUS[0]}
+	if [ "$rc" -ne 0 ] || grep -q '^ *not ok' "$OUT/slot-$k.tap"; then
+		echo "# the file failed (exit status $rc): slot $k is retired"
+		retire_slot
+	fi
+	return "$rc"
 }
 
 # run_file FILE (prove's --exec): one pgTAP, scenario or t/*.pl file, its TAP on
@@ -156,11 +185,8 @@ run_file() {
 			PG_TEST_TIMEOUT_DEFAULT="${PG_TEST_TIMEOUT_DEFAULT:-60}" \
 			PG_REGRESS="$PGXS_DIR/test/regress/pg_regress" \
 			perl -I "$PGXS_DIR/test/perl" -I t/lib "$f"
-	elif take_slot && fresh_db; then
-		flush
-		timeout -k 10 "$limit" "${cmd[@]}" {SLOT}>&-
 	else
-		echo "not ok 1 - $f: its PostgreSQL and Redis did not start, or rp_test could not be made"; false
+		on_slot "${cmd[@]}"
 	fi 2>&1 | tee -a "$out"
 	rc=${PIPESTATUS[0]}
 	[ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] &&

@@ -5,21 +5,6 @@
 # works with no action from the user.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-# ms_sql: the server's clock in ms, as SQL.
-ms_sql="(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
-# session_timed NAME SQL: session_q, timed by the server: sets TIMED_OUT (the
-# output) and TIMED_AT0/TIMED_AT1/TIMED_MS (the server's clock read in the
-# same session just before and just after SQL).  A loaded client (psql,
-# the polling here) adds nothing to the time, only the server's own work.
-session_timed() {  # name sql
-	local out
-	out=$(session_q "$1" "SELECT 'T0 ' || $ms_sql; $2; SELECT 'T1 ' || $ms_sql")
-	TIMED_AT0=$(echo "$out" | sed -n 's/^T0 //p')
-	TIMED_AT1=$(echo "$out" | sed -n 's/^T1 //p')
-	TIMED_OUT=$(echo "$out" | grep -v '^T[01] ')
-	TIMED_MS=$(( ${TIMED_AT1:-0} - ${TIMED_AT0:-0} ))
-	[ -n "$TIMED_AT0" ] && [ -n "$TIMED_AT1" ] || TIMED_MS=   # an empty side fails cmp_ok
-}
 plan 45
 
 # Redis is inside DEBUG SLEEP (its main thread in nanosleep, not epoll_wait).
