@@ -116,6 +116,21 @@ session_q() {  # name sql
 	grep -n "^$marker\$" "$RP_TMP/$n.out" | cut -d: -f1 >"$RP_TMP/$n.seen"
 }
 session_pid() { session_q "$1" "SELECT pg_backend_pid()"; }
+# ms_sql: the server's clock in ms, as SQL.
+ms_sql="(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+# session_timed NAME SQL: session_q, timed by the server: sets TIMED_OUT (the
+# output) and TIMED_AT0/TIMED_AT1/TIMED_MS (the server's clock read in the
+# same session just before and just after SQL).  A loaded client (psql,
+# the polling here) adds nothing to the time, only the server's own work.
+session_timed() {  # name sql
+	local out
+	out=$(session_q "$1" "SELECT 'T0 ' || $ms_sql; $2; SELECT 'T1 ' || $ms_sql")
+	TIMED_AT0=$(echo "$out" | sed -n 's/^T0 //p')
+	TIMED_AT1=$(echo "$out" | sed -n 's/^T1 //p')
+	TIMED_OUT=$(echo "$out" | grep -v '^T[01] ')
+	TIMED_MS=$(( ${TIMED_AT1:-0} - ${TIMED_AT0:-0} ))
+	[ -n "$TIMED_AT0" ] && [ -n "$TIMED_AT1" ] || TIMED_MS=   # an empty side fails cmp_ok
+}
 # Children started meanwhile (a daemonized redis-server) may hold the FIFO
 # open, so closing our end is not enough: end the psql too.
 session_close() {
@@ -123,5 +138,5 @@ session_close() {
 	eval "exec ${!fdvar}>&-"
 	kill "$(cat "$RP_TMP/$1.pid")" 2>/dev/null
 	wait "$(cat "$RP_TMP/$1.pid")" 2>/dev/null
-	return 0
+	rm -f "$RP_TMP/$1".{in,out,pid,seen}
 }
