@@ -133,6 +133,7 @@ take_slot() {
 	for try in 1 2 3; do
 		[ -f "$OUT/slot-$k.env" ] || start_slot
 		[ -f "$OUT/slot-$k.env" ] && source "$OUT/slot-$k.env" && flush && fresh_db && return 0
+		echo "# slot $k: servers not started, Redis not flushed in 30 s, or rp_test not made: new servers"
 		retire_slot
 	done
 	return 1
@@ -208,6 +209,7 @@ rp_start_servers
 cd "$RP_ROOT"
 
 suites=${RP_SUITES:-regress isolation pgtap scenarios tap}
+[ "${RP_LANES:-3}" -ge 1 ] 2>/dev/null || RP_LANES=1  # one slot per job: 0 would wait for ever
 export RP_LANES=${RP_LANES:-3} RUN=$RP_TMP OUT=$RP_TMP/out TAPDIR=$RP_TMP/tap
 export PGXS_DIR=$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")
 passed=0 failed=0 failures=()
