@@ -21,7 +21,8 @@
 # isolation run on the first servers.  A pgTAP or scenario file takes a
 # slot: a PostgreSQL + Redis pair no other file uses meanwhile (scenarios
 # restart Redis and change server settings), started for the first file
-# that takes it and kept for the next.  A t/*.pl file starts its own.  Each
+# that takes it and kept for the next, unless the file failed or was killed
+# (then its servers are stopped: on_slot).  A t/*.pl file starts its own.  Each
 # file's output is printed in file-name order at the end, then prove's
 # summary with each file's wall time.  A run stopped midway (TERM, ^C, a
 # timeout) ends prove and every file it runs before stopping the servers.
