@@ -52,6 +52,18 @@ rp_as_pg() {
 	if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+now_ms() { date +%s%3N; }
+# wait_for SECONDS CONDITION...: evaluate the condition (a command line, as
+# for eval) every 0.05 s until it holds (status 0) or SECONDS have passed (1).
+wait_for() {
+	local end=$(( $(now_ms) + $1 * 1000 )); shift
+	while :; do
+		eval "$*" && return 0
+		[ "$(now_ms)" -ge "$end" ] && return 1
+		sleep 0.05
+	done
+}
+
 rp_port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # A free port below 32768, where Linux hands out ephemeral ports: a client
@@ -74,13 +86,10 @@ rp_start_redis() {  # port [extra args...]
 		--logfile "$RP_TMP/redis-$port.log" "$@"
 	# Ours once it wrote its pid file, which Redis does only after it listens:
 	# a PONG alone may come from another server that took the port first
-	# (lanes and other runs pick free ports at the same instant).
-	local i
-	for i in $(seq 100); do
-		[ -s "$RP_TMP/redis-$port.pid" ] && redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
-		tail -c "+$log_from" "$RP_TMP/redis-$port.log" 2>/dev/null | grep -q 'aborting' && break
-		sleep 0.05
-	done
+	# (slots and other runs pick free ports at the same instant).  Its log
+	# says at once when it could not start (wait_for then returns 1).
+	wait_for 5 "[ -s $RP_TMP/redis-$port.pid ] && redis-cli -p $port ping >/dev/null 2>&1 ||
+		{ tail -c +$log_from $RP_TMP/redis-$port.log 2>/dev/null | grep -q aborting && return 1; }" && return 0
 	rp_log "Redis on port $port did not start"; cat "$RP_TMP/redis-$port.log" >&2; return 1
 }
 
@@ -94,20 +103,16 @@ rp_stop_redis() {  # port
 rp_stop_servers() {
 	[ -n "${RP_TMP:-}" ] && [ -d "$RP_TMP" ] || return 0
 	local f
-	# our servers, and the nodes and Redis servers a t/*.pl test left behind
-	# when it was killed
-	for f in "$RP_TMP"/*/postmaster.pid "$RP_TMP"/tap/tmp_check/*/pgdata/postmaster.pid; do
+	# our servers, the slots' of scripts/test.sh, and the nodes a t/*.pl
+	# test left behind when it was killed
+	for f in "$RP_TMP"/*/postmaster.pid "$RP_TMP"/*/*/postmaster.pid "$RP_TMP"/tap/tmp_check/*/pgdata/postmaster.pid; do
 		[ -f "$f" ] && rp_as_pg pg_ctl -D "$(dirname "$f")" -m immediate stop >/dev/null 2>&1
 	done
-	for f in "$RP_TMP"/redis-*.pid "$RP_TMP"/tap/tmp_check/*/redis.pid; do
-		[ -f "$f" ] || continue
-		local pid; pid=$(cat "$f"); kill -CONT "$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null
-	done
-	# one that lost its pid file, if it is ours (its folder): another run's
-	# may listen on REDIS_PORT when ours never started
-	for f in $(pgrep -f "redis-server 127.0.0.1:${REDIS_PORT:-0}\$"); do
-		[ "$(readlink "/proc/$f/cwd")" = "$RP_TMP" ] && kill -9 "$f" 2>/dev/null
-	done
+	# every Redis and Sentinel working in our folder, pid file or not (it
+	# may be lost); never one of another run, even on our REDIS_PORT
+	for f in $(pgrep redis); do
+		case $(readlink "/proc/$f/cwd") in "$RP_TMP"|"$RP_TMP"/*) kill -CONT "$f"; kill -9 "$f" ;; esac
+	done 2>/dev/null
 	rm -rf "$RP_TMP"
 }
 

@@ -5,7 +5,7 @@
 # and runs every suite against them:
 #   pg_regress      sql/ + expected/           deterministic SQL behaviour
 #   isolation       test/isolation/specs/      concurrency interleavings
-#   pgTAP           test/pgtap/*.sql           via pg_prove
+#   pgTAP           test/pgtap/*.sql           psql, as pg_prove runs them
 #   scenarios       test/scenarios/*.sh        timing, faults, load (TAP, via prove)
 #   tap             t/*.pl                     several servers: PostgreSQL::Test::Cluster
 #                                              nodes and Redis servers of their own
@@ -15,14 +15,17 @@
 # and the folders are removed on exit, whatever happened.  Ends with
 # "N passed, N failed".
 #
-# Lanes: the scenario and t/*.pl files are one queue, heaviest first, taken
-# file by file by RP_LANES lanes running side by side (default 3).  Lane 0
-# uses the first PostgreSQL + Redis once pg_regress, isolation and pgTAP are
-# done on it; every other lane starts a PostgreSQL + Redis of its own when it
-# first takes a scenario (scenarios restart Redis and change server settings,
-# so two of them never share servers); a t/*.pl file starts its own.  Output
-# is kept per file and printed in file-name order at the end, as one run
-# would print it.  RP_LANES=1 runs everything one file at a time.
+# The pgTAP, scenario and t/*.pl files are run by one `prove -j RP_LANES`
+# (default 3; RP_LANES=1 runs one file at a time), heaviest first, each
+# through this script's --file mode (run_file), while pg_regress and
+# isolation run on the first servers.  A pgTAP or scenario file takes a
+# slot: a PostgreSQL + Redis pair no other file uses meanwhile (scenarios
+# restart Redis and change server settings), started for the first file
+# that takes it and kept for the next, unless the file failed or was killed
+# (then its servers are stopped: on_slot).  A t/*.pl file starts its own.  Each
+# file's output is printed in file-name order at the end, then prove's
+# summary with each file's wall time.  A run stopped midway (TERM, ^C, a
+# timeout) ends prove and every file it runs before stopping the servers.
 #
 # RP_SUITES="regress pgtap isolation scenarios tap" selects suites;
 # RP_ONLY=pattern runs only pgTAP/scenario/t files whose name matches.
@@ -31,53 +34,31 @@
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
-start=$(date +%s)
-rp_setup
-rp_start_servers
-cd "$RP_ROOT"
-
-suites=${RP_SUITES:-regress isolation pgtap scenarios tap}
-lanes=${RP_LANES:-3}
-passed=0 failed=0 failures=()
-OUT=$RP_TMP/out
-mkdir -p "$OUT/scenarios" "$OUT/tap"
-chmod 755 "$OUT"
-
-echo "==== layers"
-if python3 scripts/check-layers.py; then
-	passed=$((passed + 1))
-else
-	failed=$((failed + 1)); failures+=(layers)
-fi
-
-# The lanes' own servers are stopped by the lanes; if we are stopped first
-# (a timeout, ^C), end the lanes, then stop whatever they left.
-lane_pids=()
-stop_all() {
-	local d p
-	for p in "${lane_pids[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${lane_pids[@]}"; do wait "$p" 2>/dev/null; done
-	for d in $(cat "$OUT/lane-dirs" 2>/dev/null); do
-		( RP_TMP=$d REDIS_PORT=0; rp_stop_servers )
-	done
-	rp_stop_servers
+# flush: empty Redis, or fail (a reply other than OK: a password set; no
+# reply in 30 s: a stopped Redis).
+flush() {
+	[ "$(timeout -k 5 30 redis-cli -p "$REDIS_PORT" flushall)" = OK ] &&
+		[ "$(timeout -k 5 30 redis-cli -p "$REDIS_PORT" script flush)" = OK ]
 }
-trap stop_all EXIT
-
-flush() { redis-cli -p "$REDIS_PORT" flushall >/dev/null; redis-cli -p "$REDIS_PORT" script flush >/dev/null; }
 
 # The database every suite expects, on the servers of PGHOST/PGPORT/REDIS_PORT.
+# A slot's servers serve file after file, of any suite: each file gets
+# rp_test afresh from rp_template, so that no table, function or session a
+# file left behind is seen by the next.
 setup_db() {
-	psql -X -q -c "CREATE DATABASE rp_test" >/dev/null
-	psql -X -q -d rp_test -c "CREATE EXTENSION pgtap; CREATE EXTENSION redis_primitives;" >/dev/null
-	psql -X -q -d rp_test -v ON_ERROR_STOP=1 -f test/setup.sql >/dev/null
-	psql -X -q -c "ALTER DATABASE rp_test SET rp_test.redis_port = '$REDIS_PORT'" >/dev/null
+	psql -X -q -c "CREATE DATABASE rp_template" >/dev/null &&
+		psql -X -q -d rp_template -c "CREATE EXTENSION pgtap; CREATE EXTENSION redis_primitives;" >/dev/null &&
+		psql -X -q -d rp_template -v ON_ERROR_STOP=1 -f test/setup.sql >/dev/null
+}
+fresh_db() {
+	timeout -k 5 60 psql -X -q -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS rp_test WITH (FORCE)" \
+		-c "CREATE DATABASE rp_test TEMPLATE rp_template" \
+		-c "ALTER DATABASE rp_test SET rp_test.redis_port = '$REDIS_PORT'" >/dev/null
 }
 
-# count FILE KIND RC: add FILE's checks to the totals.
+# count FILE KIND RC: add FILE's checks to the totals and to ran[KIND].
 count() {
 	local out=$1 kind=$2 rc=$3 ok bad skipped
-	grep -q '^Result: FAIL' "$out" && rc=1
 	ok=$(grep -cE '^ *ok [0-9]+' "$out")
 	bad=$(grep -cE '^ *not ok [0-9]+' "$out")
 	# a script that died before its plan counts as a failure too
@@ -94,7 +75,7 @@ count() {
 	fi
 	# prove failed although no check did (a script that exited non-zero)
 	[ "$rc" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
-	passed=$((passed + ok)); failed=$((failed + bad))
+	passed=$((passed + ok)); failed=$((failed + bad)); ran[$kind]=$((ok + bad))
 	[ "$bad" -gt 0 ] && failures+=("$kind")
 }
 
@@ -106,7 +87,7 @@ run_pgxs() {  # regress|isolation
 	cat "$out"
 	ok=$(grep -cE '^(ok|test) .*\.\.\. ok|^ok [0-9]+' "$out")
 	bad=$(grep -cE '\.\.\. FAILED|^not ok' "$out")
-	passed=$((passed + ok)); failed=$((failed + bad))
+	passed=$((passed + ok)); failed=$((failed + bad)); ran[$1]=$((ok + bad))
 	[ "$rc" -eq 0 ] && return
 	[ "$bad" -eq 0 ] && failed=$((failed + 1))
 	failures+=("$1")
@@ -115,169 +96,170 @@ run_pgxs() {  # regress|isolation
 	done
 }
 
-run_pgtap() {
-	local out=$OUT/pgtap.out f rc=0 f_rc
-	for f in test/pgtap/*.sql; do
-		[ -n "${RP_ONLY:-}" ] && [[ "$f" != *${RP_ONLY}* ]] && continue
-		flush
-		pg_prove -d rp_test -v "$f"; f_rc=$?
-		[ "$f_rc" -ne 0 ] && { rc=$f_rc; echo "# $f: exit status $f_rc"; }
-	done >"$out" 2>&1
-	cat "$out"
-	count "$out" pgtap "$rc"
+# The pgTAP, scenario and t/*.pl files, heaviest first (a long file started
+# last ends the run late): files whose path holds one of these words, in
+# this order, then the rest in name order.  The order is the files' mean
+# wall times in six runs of make test, longest first (fuzz_bad_input 97 s
+# ... cleanup_face 21 s); the rest take under 20 s each.  A new file needs no
+# entry; a new heavy one runs sooner with one.
+HEAVY="fuzz_bad_input ratelimit_concurrency resources sentinel tls_topology cluster
+semaphore.sh /tls.sh lock_mutual_exclusion faults splitbrain logical observe_notify
+leases_never_stranded failover security ratelimit_cache standby lock_all.sh
+dump_restore fence_workers examples cleanup_face"
+files_heaviest_first() {
+	local all w
+	all=$(for s in $suites; do
+		case $s in pgtap) ls test/pgtap/*.sql ;; scenarios) ls test/scenarios/*.sh ;; tap) ls t/*.pl ;; esac
+	done 2>/dev/null | sort | while read -r f; do [[ $f == *${RP_ONLY:-}* ]] && echo "$f"; done)
+	for w in $HEAVY; do grep -F "$w" <<<"$all"; done
+	echo "$all"
 }
 
-# ---- the queue of scenario and t/*.pl files --------------------------------
-# Heaviest first (a lane that takes a long file last ends the run late):
-# files whose name holds one of these words, in this order, then the rest in
-# name order.  A new file needs no entry; a new heavy one runs sooner with one.
-HEAVY="ratelimit_concurrency lock_mutual_exclusion sentinel cluster fuzz_bad_input
-election tls_topology resources semaphore fence_workers faults examples
-leases_never_stranded xact_and_exit observe_notify standby logical"
-queue_files() {
-	local f w rank
-	{
-		case " $suites " in *" scenarios "*) for f in test/scenarios/*.sh; do echo "$f"; done ;; esac
-		case " $suites " in *" tap "*) for f in t/*.pl; do [ -f "$f" ] && echo "$f"; done ;; esac
-	} | while read -r f; do
-		[ -n "${RP_ONLY:-}" ] && [[ "$f" != *${RP_ONLY}* ]] && continue
-		rank=0 w=
-		for w in $HEAVY; do rank=$((rank + 1)); [[ "$(basename "$f")" == *"$w"* ]] && break; w=; done
-		[ -z "$w" ] && rank=999
-		printf '%03d %s\n' "$rank" "$f"
-	done | sort | cut -d' ' -f2
+# take_slot: lock the first free slot (fd $SLOT, held until this file ends;
+# nothing started meanwhile may inherit it) and export its servers' PGHOST
+# PGPORT REDIS_PORT RP_TMP, Redis flushed and rp_test afresh.  A slot that
+# has no servers yet, or whose reset fails, gets a new pair (three tries:
+# another run may take a free port first).
+take_slot() {
+	local try
+	# k: the slot's number, on_slot's
+	while :; do
+		for ((k = 0; k < RP_LANES; k++)); do
+			exec {SLOT}>"$OUT/slot-$k.lock"
+			flock -n "$SLOT" && break 2
+			exec {SLOT}>&-
+		done
+		sleep 1
+	done
+	for try in 1 2 3; do
+		[ -f "$OUT/slot-$k.env" ] || start_slot
+		[ -f "$OUT/slot-$k.env" ] && source "$OUT/slot-$k.env" && flush && fresh_db && return 0
+		echo "# slot $k: servers not started, Redis not flushed in 30 s, or rp_test not made: new servers"
+		retire_slot
+	done
+	return 1
 }
-queue_pop() {  # prints the next file, nothing when the queue is empty
-	flock "$OUT/queue.lock" bash -c 'head -1 "$1"; sed -i 1d "$1"' _ "$OUT/queue"
+start_slot() {
+	export RP_TMP=$RUN/slot-$k PGHOST=$RUN/slot-$k REDIS_PORT=$(rp_free_port) PGPORT=$(rp_free_port)
+	rp_as_pg mkdir -p "$RP_TMP"
+	rp_start_redis "$REDIS_PORT" {SLOT}>&- && rp_start_pg pg "$PGPORT" "${RP_EXTRA_CONF:-}" {SLOT}>&- && setup_db &&
+		echo "export RP_TMP=$RP_TMP PGHOST=$PGHOST PGPORT=$PGPORT REDIS_PORT=$REDIS_PORT" >"$OUT/slot-$k.env"
+}
+# retire_slot: stop every server of slot $k (a server a file started there
+# too, a stopped Redis as well) and forget it: the next file starts anew.
+retire_slot() {
+	RP_TMP=$RUN/slot-$k rp_stop_servers
+	rm -f "$OUT/slot-$k.env"
 }
 
-# run_file FILE: one scenario or t/*.pl file, its output and exit status
-# kept under $OUT/KIND/.  A file still running after RP_FILE_TIMEOUT seconds
-# (900) is killed and fails: a hung test must not hang make test.
+# on_slot CMD...: run a pgTAP or scenario file on a slot.  A file that
+# failed or was killed may have left anything behind (a server setting, a
+# password or maxmemory in Redis, a stopped Redis, a server still
+# campaigning): its slot is retired, not handed to the next file.
+on_slot() {
+	local rc k
+	take_slot || { echo "not ok 1 - its PostgreSQL and Redis did not start, or rp_test could not be made"; return 1; }
+	timeout -k 10 "$limit" "$@" {SLOT}>&- 2>&1 | tee "$OUT/slot-$k.tap"
+	rc=${PIPESTATUS[0]}
+	if [ "$rc" -ne 0 ] || grep -q '^ *not ok' "$OUT/slot-$k.tap"; then
+		echo "# the file failed (exit status $rc): slot $k is retired"
+		retire_slot
+	fi
+	return "$rc"
+}
+
+# run_file FILE (prove's --exec): one pgTAP, scenario or t/*.pl file, its TAP on
+# stdout for prove and kept in $OUT/KIND/ to be printed at the end.  A file
+# still running after RP_FILE_TIMEOUT seconds (900) is killed and fails: a
+# hung test must not hang make test.
 run_file() {
-	local f=$1 kind name t0 rc limit=${RP_FILE_TIMEOUT:-900}
-	case $f in t/*) kind=tap ;; *) kind=scenarios ;; esac
-	name=$OUT/$kind/$(basename "$f")
-	t0=$(date +%s)
+	local f=$1 kind=scenarios limit=${RP_FILE_TIMEOUT:-900} rc out log cmd=(bash "$1")
+	case $f in t/*) kind=tap ;; test/pgtap/*) kind=pgtap ;; esac
+	# a pgTAP file as pg_prove runs it
+	[ "$kind" = pgtap ] && cmd=(psql -X -A -q -t -P pager=off -v ON_ERROR_STOP=1 -d rp_test -f "$f")
+	out=$OUT/$kind/$(basename "$f").out
+	echo "---- $f" >"$out"
 	if [ "$kind" = tap ]; then
 		# What PGXS's prove_installcheck does (TAP_TESTS = 1), with the
-		# nodes' folders under $RP_TMP, as the postgres user when we are
+		# nodes' folders under $TAPDIR, as the postgres user when we are
 		# root: PostgreSQL::Test::Cluster starts its own servers.
 		# PG_TEST_TIMEOUT_DEFAULT bounds every poll and wait of the harness
 		# (180 s by default, and counted in attempts, which a loaded machine
 		# stretches): a broken test fails in minutes, not quarter-hours.
-		rp_as_pg timeout -k 10 "$limit" env TESTDIR="$TAPDIR" PATH="$PGBIN:$PATH" \
+		rp_as_pg timeout -k 10 "$limit" env TESTDIR="$TAPDIR" PATH="$PATH" \
 			PG_TEST_TIMEOUT_DEFAULT="${PG_TEST_TIMEOUT_DEFAULT:-60}" \
 			PG_REGRESS="$PGXS_DIR/test/regress/pg_regress" \
-			prove -v -I "$PGXS_DIR/test/perl" -I t/lib "$f" >"$name.out" 2>&1 &
+			perl -I "$PGXS_DIR/test/perl" -I t/lib "$f"
 	else
-		flush
-		timeout -k 10 "$limit" prove -v "$f" >"$name.out" 2>&1 &
-	fi
-	CHILD=$!
-	wait "$CHILD"; rc=$?
-	CHILD=
+		on_slot "${cmd[@]}"
+	fi 2>&1 | tee -a "$out"
+	rc=${PIPESTATUS[0]}
 	[ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] &&
-		echo "not ok 0 - $f: killed after $limit s (RP_FILE_TIMEOUT)" >>"$name.out"
-	echo "$rc" >"$name.rc"
-	echo "$(( $(date +%s) - t0 )) s, lane $LANE" >"$name.time"
+		echo "not ok 0 - $f: killed after $limit s (RP_FILE_TIMEOUT)" >>"$out"
+	# the logs of a failed t/*.pl file's nodes, where the report prints them
+	[ "$rc" -ne 0 ] && [ "$kind" = tap ] && for log in "$TAPDIR"/tmp_check/log/*"$(basename "$f" .pl)"*; do
+		[ -f "$log" ] && { echo "---- $log (last 30 lines)"; tail -30 "$log"; }
+	done >>"$out"
+	return "$rc"
 }
+[ "${1:-}" = --file ] && { run_file "$2"; exit; }
 
-# lane N: take files from the queue until it is empty.  Lane 0 runs on the
-# first servers; another lane starts its own for its first scenario (its
-# EXIT trap, from rp_prepare_servers, stops them when the lane ends).
-lane_stop() {
-	[ -n "${CHILD:-}" ] && kill "$CHILD" 2>/dev/null
-	exit 130
-}
-lane() {
-	LANE=$1 CHILD=
-	local f have_servers=0 try
-	[ "$LANE" -eq 0 ] && have_servers=1
-	trap lane_stop INT TERM
-	while f=$(queue_pop); [ -n "$f" ]; do
-		if [[ "$f" == test/* ]] && [ "$have_servers" -eq 0 ]; then
-			# two lanes may pick the same free port at the same instant
-			for try in 1 2 3; do
-				rp_start_servers && redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && have_servers=1
-				echo "$RP_TMP" >>"$OUT/lane-dirs"
-				trap lane_stop INT TERM
-				[ "$have_servers" -eq 1 ] && break
-				rp_stop_servers
-			done
-			if [ "$have_servers" -eq 0 ]; then
-				echo "not ok 1 - lane $LANE: its PostgreSQL and Redis did not start" >"$OUT/scenarios/$(basename "$f").out"
-				echo 1 >"$OUT/scenarios/$(basename "$f").rc"
-				exit 1
-			fi
-			setup_db
-		fi
-		run_file "$f"
-	done
-}
+start=$(date +%s)
+rp_setup
+rp_start_servers
+cd "$RP_ROOT"
 
-# the files' outputs, in name order, with their totals
-report_files() {  # kind
-	local kind=$1 all=$OUT/$1.all rc=0 o f_rc
-	: >"$all"
-	for o in "$OUT/$kind"/*.out; do
-		[ -f "$o" ] || continue
-		cat "$o"
-		f_rc=$(cat "${o%.out}.rc" 2>/dev/null || echo 1)
-		echo "# $(basename "${o%.out}"): $(cat "${o%.out}.time" 2>/dev/null)"
-		[ "$f_rc" -ne 0 ] && { rc=$f_rc; echo "# $(basename "${o%.out}"): exit status $f_rc"; }
-	done >"$all"
-	# keep the nodes' logs of a failed run where the runner prints them
-	[ "$kind" = tap ] && [ "$rc" -ne 0 ] && for o in "$TAPDIR"/tmp_check/log/*; do
-		[ -f "$o" ] && { echo "---- $o (last 30 lines)"; tail -30 "$o"; }
-	done >>"$all"
-	# a file the queue gave out that has no result (its lane died) fails
-	for o in $(grep -E "^$( [ "$kind" = tap ] && echo t || echo test/scenarios )/" "$OUT/queue.all"); do
-		[ -f "$OUT/$kind/$(basename "$o").rc" ] || { rc=1; echo "not ok 0 - $o: never ran (its lane ended early)"; } >>"$all"
-	done
-	cat "$all"
-	count "$all" "$kind" "$rc"
-}
+suites=${RP_SUITES:-regress isolation pgtap scenarios tap}
+[ "${RP_LANES:-3}" -ge 1 ] 2>/dev/null || RP_LANES=1  # one slot per job: 0 would wait for ever
+export RP_LANES=${RP_LANES:-3} RUN=$RP_TMP OUT=$RP_TMP/out TAPDIR=$RP_TMP/tap
+export PGXS_DIR=$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")
+passed=0 failed=0 failures=()
+declare -A ran  # suite -> checks it counted
+mkdir -p "$OUT"/{pgtap,scenarios,tap}
+rp_as_pg mkdir "$TAPDIR"
 
-setup_db
-PGXS_DIR=$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")
-TAPDIR=$RP_TMP/tap
-mkdir -p "$TAPDIR"
-[ "$(id -u)" -eq 0 ] && chown postgres: "$TAPDIR"
-
-queue_files >"$OUT/queue"
-cp "$OUT/queue" "$OUT/queue.all"
-: >"$OUT/lane-dirs"
-# Lanes 1.. start now, beside the single-server suites on lane 0's servers.
-if [ -s "$OUT/queue" ]; then
-	for ((l = 1; l < lanes; l++)); do
-		( lane "$l" ) >"$OUT/lane-$l.log" 2>&1 &
-		lane_pids+=($!)
-	done
+echo "==== layers"
+if python3 scripts/check-layers.py; then
+	passed=$((passed + 1))
+else
+	failed=$((failed + 1)); failures+=(layers)
 fi
 
-declare -A ran  # suite -> checks it counted
-for s in $suites; do
-	before=$((passed + failed))
-	case $s in
-		regress|isolation) echo "==== $s"; flush; run_pgxs "$s" ;;
-		pgtap)             echo "==== $s"; flush; run_pgtap ;;
-	esac
-	ran[$s]=$((passed + failed - before))
-done
-# in the background, so that a TERM to us is handled while the lanes run
-( lane 0 ) >"$OUT/lane-0.log" 2>&1 &
-lane_pids+=($!)
-for p in "${lane_pids[@]}"; do wait "$p"; done
-lane_pids=()
-for l in "$OUT"/lane-*.log; do [ -s "$l" ] && { echo "---- $l"; cat "$l"; }; done
+# prove runs in a session of its own: on a TERM, ^C or timeout, end it and
+# every file it runs (children of theirs too) before stopping the servers.
+files_sid=
+stop_all() {
+	if [ -n "$files_sid" ] && pkill -TERM -s "$files_sid"; then
+		sleep 2; pkill -KILL -s "$files_sid"
+	fi
+	rp_stop_servers
+}
+trap stop_all EXIT
+
+setup_db
+files=$(files_heaviest_first | awk 'NF && !seen[$0]++')
+if [ -n "$files" ]; then
+	setsid prove -j "$RP_LANES" --timer --exec "bash $RP_ROOT/scripts/test.sh --file" $files \
+		>"$OUT/prove.out" 2>&1 &
+	files_sid=$!
+fi
 
 for s in $suites; do
-	case $s in
-		scenarios|tap) echo "==== $s"; before=$((passed + failed)); report_files "$s"
-			ran[$s]=$((passed + failed - before)) ;;
+	case $s in regress|isolation) echo "==== $s"; flush; run_pgxs "$s" ;; esac
+done
+files_rc=0
+[ -n "$files_sid" ] && { wait "$files_sid"; files_rc=$?; }
+
+for s in $suites; do
+	case $s in pgtap|scenarios|tap)
+		echo "==== $s"; cat "$OUT/$s"/*.out >"$OUT/$s.all" 2>/dev/null
+		cat "$OUT/$s.all"; count "$OUT/$s.all" "$s" 0 ;;
 	esac
 done
+if [ -n "$files_sid" ]; then
+	echo "==== prove (the pgTAP, scenario and t/*.pl files)"
+	cat "$OUT/prove.out"; count "$OUT/prove.out" prove "$files_rc"
+fi
 
 # A suite that counted no check fails the run (a misspelt name in RP_SUITES,
 # a glob that matched nothing, output the counting no longer recognises).
@@ -290,7 +272,7 @@ if [ ${#empty[@]} -gt 0 ] && { [ -z "${RP_ONLY:-}" ] || [ $((passed + failed)) -
 fi
 
 echo
-echo "suites: $suites; lanes: $lanes; wall time $(( $(date +%s) - start )) s"
+echo "suites: $suites; lanes: $RP_LANES; wall time $(( $(date +%s) - start )) s"
 [ ${#failures[@]} -gt 0 ] && echo "failing suites: ${failures[*]}"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ]

@@ -222,6 +222,7 @@ redis -a s3cret-Pw --no-auth-warning acl setuser limited on '>limited-Pw' '~*' '
 out=$(psql -X -At -d "$RP_DB" -v VERBOSITY=sqlstate -c "SET redis_primitives.username = 'limited'" -c "SET redis_primitives.password = 'limited-Pw'" -c '\set VERBOSITY sqlstate' -c "SELECT rp_lock_info('auth')" 2>&1)
 is "$(echo "$out" | grep -o '[0-9A-Z]\{5\}$' | tail -1)" "42501" "an ACL user without EVALSHA: 42501"
 redis -a s3cret-Pw --no-auth-warning config set requirepass "" >/dev/null
+redis acl deluser limited >/dev/null
 session_close s
 
 # 9. Out of memory under noeviction: a clear error, the lock not half-taken.

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # test/scenarios/harness_servers.sh -- the harness's own servers
-# (scripts/lib.sh).  Engineers, the mutation run and scripts/test.sh's lanes
+# (scripts/lib.sh).  Engineers, the mutation run and scripts/test.sh's slots
 # start servers on random free ports of one machine at the same time, so two
 # of them can pick the same port at the same instant.  Then:
 #   1. rp_start_redis on a port that another Redis holds fails (its own
 #      server could not listen) instead of succeeding because the other one
 #      answers PING -- the naive readiness check, shown answering PONG -- and
 #      then running a test against someone else's Redis;
-#   2. so does rp_start_servers, which a lane of scripts/test.sh retries on
+#   2. so does rp_start_servers, whose parts a slot of scripts/test.sh retries on
 #      other ports when it fails;
 #   3. rp_stop_servers never kills a Redis it did not start, even one that
 #      listens on its REDIS_PORT.

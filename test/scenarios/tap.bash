@@ -5,6 +5,7 @@
 # servers: concurrency is separate connections released together by an
 # advisory-lock barrier, never a loop in one session.
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"   # wait_for, rp_start_redis...
 RP_DB=${RP_DB:-rp_test}
 _tap_n=0
 _tap_failed=0
@@ -37,20 +38,9 @@ q_state() {
 		-c '\set VERBOSITY sqlstate' "${@/#/-c}" 2>&1 >/dev/null)
 	if [ -z "$out" ]; then echo OK; else echo "$out" | sed -n 's/^.*ERROR:  *\([0-9A-Z]\{5\}\).*$/\1/p' | head -1; fi
 }
-now_ms() { date +%s%3N; }
-# wait_for SECONDS CONDITION...: evaluate the condition (a command line, as
-# for eval) every 0.1 s until it holds (status 0) or SECONDS have passed (1).
-wait_for() {
-	local end=$(( $(now_ms) + $1 * 1000 )); shift
-	while :; do
-		eval "$*" && return 0
-		[ "$(now_ms)" -ge "$end" ] && return 1
-		sleep 0.1
-	done
-}
 redis() { redis-cli -p "$REDIS_PORT" "$@"; }
-# own_redis: a Redis of this test's own on port RPORT (stopped on exit; needs
-# scripts/lib.sh), used by every call of the test (PGOPTIONS), so that Redis'
+# own_redis: a Redis of this test's own on port RPORT (stopped on exit),
+# used by every call of the test (PGOPTIONS), so that Redis'
 # counts are this test's alone.  rc talks to it; round_trips prints how many
 # script calls it served (EVALSHA, and EVAL after NOSCRIPT).
 own_redis() {
@@ -69,23 +59,16 @@ key() { echo "rp:{$1}:$2"; }
 # Barriers: a holder session takes an exclusive advisory lock; callers block
 # on the shared lock; once all N wait, the holder is terminated and all of
 # them proceed at the same instant.
+barrier_sessions() {  # key granted(t|f): sessions holding / waiting for it
+	q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND granted = '$2'"
+}
 barrier_hold() {  # key
 	psql -X -q -d "$RP_DB" -c "SET application_name = 'barrier-$1'" \
 		-c "SELECT pg_advisory_lock($1)" -c "SELECT pg_sleep(300)" >/dev/null 2>&1 &
-	local i
-	for i in $(seq 200); do
-		[ "$(q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND granted")" -ge 1 ] && return 0
-		sleep 0.05
-	done
-	return 1
+	wait_for 30 "[ \"\$(barrier_sessions $1 t)\" -ge 1 ]"
 }
-barrier_wait() {  # key n : wait until n sessions are blocked on it (60 s at most)
-	local i
-	for i in $(seq 1200); do
-		[ "$(q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted")" -ge "$2" ] && return 0
-		sleep 0.05
-	done
-	diag "barrier $1: fewer than $2 sessions arrived"; return 1
+barrier_wait() {  # key n : wait until n sessions are blocked on it (120 s at most)
+	wait_for 120 "[ \"\$(barrier_sessions $1 f)\" -ge $2 ]" || { diag "barrier $1: fewer than $2 sessions arrived"; return 1; }
 }
 barrier_release() {  # key
 	q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'barrier-$1'" >/dev/null
@@ -104,15 +87,12 @@ finish() { [ "$_tap_failed" -eq 0 ]; }
 # unanswered for a second (a loaded machine may take a few hundred ms just
 # to start redis-cli, so not less).
 send_to_sleeping_redis() {
-	local port=$1 fdvar="_fd_$2" secs=$3 sql=$4 like=$5 i
+	local port=$1 fdvar="_fd_$2" secs=$3 sql=$4 like=$5
 	pid=$(session_pid "$2")
 	redis-cli -p "$port" DEBUG SLEEP "$secs" >/dev/null 2>&1 & sleeper=$!
-	for i in $(seq 50); do timeout 1 redis-cli -p "$port" ping >/dev/null 2>&1 || break; sleep 0.05; done
+	wait_for 5 "! timeout 1 redis-cli -p $port ping >/dev/null 2>&1"
 	printf '%s\n' "$sql" >&"${!fdvar}"
-	for i in $(seq 40); do
-		[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND state = 'active' AND query LIKE '$like'")" = 1 ] && break
-		sleep 0.05
-	done
+	wait_for 5 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND state = 'active' AND query LIKE '$like'\")\" = 1 ]"
 	sleep 0.2
 }
 
@@ -126,14 +106,11 @@ session_open() {  # name
 	session_q "$n" '\set VERBOSITY sqlstate' >/dev/null
 }
 session_q() {  # name sql
-	local n=$1 fdvar="_fd_$1" marker="__done_${RANDOM}_$RANDOM" seen i
+	local n=$1 fdvar="_fd_$1" marker="__done_${RANDOM}_$RANDOM" seen
 	local sql=$2
 	case $sql in \\*) ;; *) sql="$sql;" ;; esac
 	printf '%s\n\\echo %s\n' "$sql" "$marker" >&"${!fdvar}"
-	for i in $(seq 1200); do
-		grep -q "^$marker\$" "$RP_TMP/$n.out" && break
-		sleep 0.05
-	done
+	wait_for 60 "grep -q '^$marker\$' '$RP_TMP/$n.out'"
 	seen=$(cat "$RP_TMP/$n.seen")
 	awk -v s="$seen" -v m="$marker" 'NR > s && $0 != m' "$RP_TMP/$n.out" | sed 's/^psql:[^ ]* //'
 	grep -n "^$marker\$" "$RP_TMP/$n.out" | cut -d: -f1 >"$RP_TMP/$n.seen"
@@ -161,5 +138,5 @@ session_close() {
 	eval "exec ${!fdvar}>&-"
 	kill "$(cat "$RP_TMP/$1.pid")" 2>/dev/null
 	wait "$(cat "$RP_TMP/$1.pid")" 2>/dev/null
-	return 0
+	rm -f "$RP_TMP/$1".{in,out,pid,seen}
 }
