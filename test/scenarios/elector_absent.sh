@@ -19,11 +19,9 @@ rp_start_pg noelector "$port" "max_worker_processes = 0
 redis_primitives.elections = 'ea-1, ea-2'"
 NE() { psql -X -At -q -h "$RP_TMP" -p "$port" -d postgres -v VERBOSITY=sqlstate "$@" 2>&1; }
 NE -c "CREATE EXTENSION redis_primitives" >/dev/null
-# The elector has no database connection, so pg_stat_activity never lists
-# it: count the postmaster's children, here and on the runner's server,
-# where one runs (so the count can see it).
-electors() { pgrep -c -P "$(head -1 "$RP_TMP/$1/postmaster.pid")" -f 'redis_primitives elector'; }
-is "$(electors noelector) $(electors pg)" "0 1" "the elector is not running (the runner's server has one)"
+# The elector processes here, and on the runner's server, where one runs
+# (so the count can see it).
+is "$(elector_pids noelector -c) $(elector_pids pg -c)" "0 1" "the elector is not running (the runner's server has one)"
 is "$(NE -c "SELECT rp_is_leader('ea-1')")" "f" "a configured election: not the leader (false), not an error"
 is "$(NE -c "SELECT rp_is_leader('ea-2')")" "f" "the second configured election too"
 is "$(NE -c "SELECT rp_is_leader('ea-other')")" "ERROR:  42704" "a name that is not configured: 42704"

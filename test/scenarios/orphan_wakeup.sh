@@ -62,7 +62,6 @@ idle() {
 		redis del "$p-spin" >/dev/null
 	done
 }
-worker() { pgrep -P "$(head -1 "$RP_TMP/pg/postmaster.pid")" -f 'redis_primitives elector'; }
 
 # ---- a hand-off during a drain -------------------------------------------
 # Backend A holds 10 leases and B one; A exits, then B, whose hand-off lands
@@ -96,7 +95,7 @@ orphans() {
 }
 
 # A stop: the worker must exit, and the postmaster start a new one.
-old=$(worker)
+old=$(elector_pids)
 [ -n "$old" ] && orphans sigterm; ok $? "10 leases handed to the worker (pid $old) while Redis is busy"
 sleep 0.3
 kill -TERM "$old"
@@ -105,10 +104,10 @@ t0=$(now_ms)
 wait_for 20 "[ -n \"$old\" ] && ! kill -0 \"$old\" 2>/dev/null"
 ok $? "SIGTERM sent while the worker releases them: it exits ($(( $(now_ms) - t0 )) ms after Redis is idle again; leases left: $(held sigterm))"
 idle sigterm
-wait_for 30 "[ -n \"\$(worker)\" ] && [ \"\$(worker)\" != $old ]"
+wait_for 30 "[ -n \"\$(elector_pids)\" ] && [ \"\$(elector_pids)\" != $old ]"
 
 # A reload: the election it adds must run.
-[ -n "$(worker)" ] && orphans sighup; ok $? "10 leases handed to the worker (pid $(worker)) while Redis is busy"
+[ -n "$(elector_pids)" ] && orphans sighup; ok $? "10 leases handed to the worker (pid $(elector_pids)) while Redis is busy"
 sleep 0.3
 q "ALTER SYSTEM SET redis_primitives.elections = 'sighup_added'" "SELECT pg_reload_conf()" >/dev/null
 sleep 1; kill $busy 2>/dev/null

@@ -30,11 +30,10 @@ huge_sql="repeat('H', 300000)"
 huge_pttl() { redis eval "return redis.call('pttl', 'rp:{' .. string.rep('H', 300000) .. '}:lock')" 0; }
 trap 'redis client unpause >/dev/null 2>&1' EXIT
 
-elector() { pgrep -P "$(head -1 "$RP_TMP/pg/postmaster.pid")" -f 'redis_primitives elector'; }
-old=$(elector)
+old=$(elector_pids)
 [ -n "$old" ] && kill -TERM "$old"
-wait_for 30 '[ -n "$old" ] && [ -n "$(elector)" ] && [ "$(elector)" != "$old" ]'
-ok $? "the worker stopped by SIGTERM (pid ${old:-none}) is started again by the postmaster (pid $(elector))"
+wait_for 30 '[ -n "$old" ] && [ -n "$(elector_pids)" ] && [ "$(elector_pids)" != "$old" ]'
+ok $? "the worker stopped by SIGTERM (pid ${old:-none}) is started again by the postmaster (pid $(elector_pids))"
 
 port=$(rp_free_port)
 rp_start_pg noworker "$port" "shared_preload_libraries = ''"

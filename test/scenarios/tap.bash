@@ -39,6 +39,11 @@ q_state() {
 	if [ -z "$out" ]; then echo OK; else echo "$out" | sed -n 's/^.*ERROR:  *\([0-9A-Z]\{5\}\).*$/\1/p' | head -1; fi
 }
 redis() { redis-cli -p "$REDIS_PORT" "$@"; }
+# elector_pids [SERVER [PGREP-OPTION...]]: the pids (pgrep -c: the count) of
+# the background worker of a server started under $RP_TMP (default pg, the
+# runner's).  It has no database connection, so pg_stat_activity never
+# lists it: the postmaster's children.
+elector_pids() { pgrep "${@:2}" -P "$(head -1 "$RP_TMP/${1:-pg}/postmaster.pid")" -f 'redis_primitives elector'; }
 # own_redis: a Redis of this test's own on port RPORT (stopped on exit),
 # used by every call of the test (PGOPTIONS), so that Redis'
 # counts are this test's alone.  rc talks to it; round_trips prints how many
