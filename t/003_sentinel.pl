@@ -77,7 +77,7 @@ my $loader = lease_load($node, 'sent_log', 16, ['sent-acct'], q{PERFORM pg_sleep
         END IF;});
 wait_until(sub { sql('SELECT count(*) FROM sent_log WHERE ok AND fence IS NOT NULL') >= 20 });
 my $kill_at = now_ms();
-$pm->kill9;
+$pm->stop;
 ok(wait_until(sub { $sent[0]->master_port eq $pr->port }), 'the sentinels promote the replica');
 my $promoted_at = now_ms();
 psql_finish($loader);
@@ -161,7 +161,7 @@ is($pm->cli('GET', 'rp:{sent-nofloor}:fence') . '|' . $pm->cli('GET', 'rp:{sent-
 $b->quit;
 
 $kill_at = now_ms();
-$pr->kill9;
+$pr->stop;
 ok( wait_until(sub { $sent[0]->master_port eq $pm->port })
 	  && $node->poll_query_until('postgres', "SELECT NOT held FROM rp_lock_info('x')"),
 	'the lagging replica is promoted, and calls work against it');

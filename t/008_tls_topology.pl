@@ -31,7 +31,7 @@ sub sql { return scalar $node->safe_psql('postgres', $_[0]); }
 # ---- A. Sentinel with AUTH, over TLS -------------------------------------------
 my $pm = $R->new(name => 'master', tls => $C);
 my $pr = $R->new(name => 'replica', tls => $C, args => [ '--replicaof', '127.0.0.1', $pm->port ]);
-my $ps = $R->new(tls => $C, sentinel => { master => $pm, password => 'sentinel-Secret-77' });
+my $ps = $R->new(tls => $C, sentinel => { master => $pm }, password => 'sentinel-Secret-77');
 ok(wait_until(sub { $pr->link_up && $ps->sees($pm, $pr, 0) }),
 	'TLS-only master, replica and a sentinel requiring AUTH are up');
 

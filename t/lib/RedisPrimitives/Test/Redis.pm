@@ -5,18 +5,18 @@
 #   my $redis = RedisPrimitives::Test::Redis->new;          # started, pinged
 #   my $r = RedisPrimitives::Test::Redis->new(args => ['--replicaof', '127.0.0.1', $m->port]);
 #   my $r = RedisPrimitives::Test::Redis->new(tls => $certdir);   # TLS only
-#   my $s = RedisPrimitives::Test::Redis->new(sentinel => { master => $m, quorum => 2 });
+#   my $s = RedisPrimitives::Test::Redis->new(sentinel => { master => $m, quorum => 2 }, password => $pw);
 #   my @masters = RedisPrimitives::Test::Redis->cluster(3);    # formed: check cluster_ok(@masters)
-#   $r->port;  $r->cli('GET', 'k');  $r->kill9;
-#   $r->freeze;  $r->thaw;  $r->calls('evalsha');  $r->link_up;  $sentinel->master_port;  $sentinel->sees($m, $r, 2);  $masters[0]->reshard($masters[1], 300);
+#   $r->port;  $r->cli('GET', 'k');  $r->stop;    # SIGKILL
+#   $r->freeze;  $r->thaw;  $r->calls('evalsha');  $r->link_up;  $sentinel->master_port;  $sentinel->sees($m, $r, 2);
 #   my ($ok, @names) = $masters[0]->reshard_under_load($masters[1], 300, $node, log => 'mig', names => 6, ...);
 #   $node->append_conf('postgresql.conf', $redis->pg_conf);
 #
 # The one thing to know before editing: every server this module starts is
 # a child of the test, killed and reaped when its object goes away or the
 # test exits, whatever happened, so a failing test leaves no redis-server
-# behind (its pidfile is for scripts/lib.sh, which kills what a killed test
-# left); its files (log, pid, config) live in the test's tmp_check folder
+# behind (what a killed test left, scripts/lib.sh finds by its working
+# directory); its files (log, config) live in the test's tmp_check folder
 # and stay there for inspection.
 package RedisPrimitives::Test::Redis;
 
@@ -37,12 +37,12 @@ my %running;    # started and not stopped: the END block stops them
 #   port      a port of its own (a server started again where one died)
 #   args      extra redis-server arguments (last: they override ours)
 #   name      for the files
+#   password  requirepass (redis-cli is given it)
 #   tls       a folder of RedisPrimitives::Test::Certs: TLS only (plain
 #             port 0), the server certificate, replication over TLS too
 #   cluster   cluster-enabled, its bus on a second free port
-#   sentinel  { master => $redis, quorum => 1, password => ... }: a
-#             Sentinel monitoring that master as 'rpm' (down-after
-#             1000 ms, failover 3000 ms)
+#   sentinel  { master => $redis, quorum => 1 }: a Sentinel monitoring that
+#             master as 'rpm' (down-after 1000 ms, failover 3000 ms)
 sub new
 {
 	my ($class, %params) = @_;
@@ -53,14 +53,14 @@ sub new
 		%params,
 		port => $port,
 		bus_port => $params{cluster} && PostgreSQL::Test::Cluster::get_free_port(),
-		dir => $dir,
 		logfile => "$PostgreSQL::Test::Utils::log_path/${name}.log",
 	}, $class;
 	# Every server gets a configuration file (a Sentinel needs one to write
-	# to); extra arguments on the command line override it.
+	# to); extra arguments on the command line override it.  What is not
+	# here is Redis' default (no AOF, noeviction, not a daemon).
 	my @conf = (
-		"bind 127.0.0.1", "port $port", "daemonize no", "dir $dir",
-		"pidfile $dir/redis.pid", "logfile $self->{logfile}");
+		"bind 127.0.0.1", "port $port", "dir $dir", "logfile $self->{logfile}", "save ''");
+	push @conf, "requirepass $self->{password}" if defined $self->{password};
 	if (my $c = $self->{tls})
 	{
 		push @conf, 'port 0', "tls-port $port", "tls-cert-file $c/server.crt",
@@ -68,23 +68,14 @@ sub new
 		  'tls-auth-clients no', 'tls-replication yes';
 		push @conf, 'tls-cluster yes' if $self->{cluster};
 	}
-	if (my $s = $self->{sentinel})
-	{
-		push @conf, "requirepass $s->{password}" if defined $s->{password};
-		push @conf,
-		  'sentinel monitor rpm 127.0.0.1 ' . $s->{master}->port . ' ' . ($s->{quorum} // 1),
-		  'sentinel down-after-milliseconds rpm 1000',
-		  'sentinel failover-timeout rpm 3000',
-		  'sentinel parallel-syncs rpm 1';
-	}
-	else
-	{
-		push @conf, "save ''", 'appendonly no', 'maxmemory-policy noeviction',
-		  'enable-debug-command local';
-		push @conf, 'cluster-enabled yes', "cluster-port $self->{bus_port}",
-		  "cluster-config-file $dir/nodes.conf", 'cluster-node-timeout 2000'
-		  if $self->{cluster};
-	}
+	push @conf, 'cluster-enabled yes', "cluster-port $self->{bus_port}",
+	  "cluster-config-file $dir/nodes.conf", 'cluster-node-timeout 2000'
+	  if $self->{cluster};
+	push @conf,
+	  'sentinel monitor rpm 127.0.0.1 ' . $self->{sentinel}{master}->port . ' ' . ($self->{sentinel}{quorum} // 1),
+	  'sentinel down-after-milliseconds rpm 1000',
+	  'sentinel failover-timeout rpm 3000'
+	  if $self->{sentinel};
 	PostgreSQL::Test::Utils::append_to_file("$dir/redis.conf", join("\n", @conf) . "\n");
 	# What it says before it opens its log (a bad option) goes there too.
 	# In a session of its own, as a daemon: the kernel (autogroup) shares
@@ -111,8 +102,7 @@ sub cli_cmd
 	my ($self) = @_;
 	return ('redis-cli', '--raw', '-p', $self->{port},
 		$self->{tls} ? ('--tls', '--cacert', "$self->{tls}/ca.crt") : (),
-		($self->{sentinel} && defined $self->{sentinel}{password})
-		? ('-a', $self->{sentinel}{password}, '--no-auth-warning') : ());
+		defined $self->{password} ? ('-a', $self->{password}, '--no-auth-warning') : ());
 }
 
 # Run redis-cli with @args; returns its output without carriage returns and
@@ -138,9 +128,7 @@ sub cli_ok
 sub cli
 {
 	my ($self, @args) = @_;
-	my $out = $self->cli_ok(@args);
-	die "redis-cli -p $self->{port} @args failed\n" unless defined $out;
-	return $out;
+	return $self->cli_ok(@args) // die "redis-cli -p $self->{port} @args failed\n";
 }
 
 # A replica's link to its master is up; the port of the master a Sentinel
@@ -153,8 +141,8 @@ sub master_port { return ($_[0]->cli_ok('SENTINEL', 'get-master-addr-by-name', '
 sub sees
 {
 	my ($self, $m, $r, $n) = @_;
-	my $replicas = join(' ', split /\n/, $self->cli_ok('SENTINEL', 'replicas', 'rpm') // '') . ' ';
-	return $self->master_port eq $m->port && $replicas =~ /port ${\ $r->port} runid \S+ flags slave /
+	return $self->master_port eq $m->port
+	  && ($self->cli_ok('SENTINEL', 'replicas', 'rpm') // '') =~ /^port\n${\ $r->port}\nrunid\n\S+\nflags\nslave$/m
 	  && (() = ($self->cli_ok('SENTINEL', 'sentinels', 'rpm') // '') =~ /^name$/mg) >= $n;
 }
 
@@ -165,22 +153,19 @@ sub calls { return ($_[0]->cli_ok('INFO', 'commandstats') // '') =~ /^cmdstat_\Q
 sub freeze { $_[0]->{h}->signal('STOP') if $_[0]->{h}; return; }
 sub thaw { $_[0]->{h}->signal('CONT') if $_[0]->{h}; return; }
 
-# Stop the server: SIGKILL (after SIGCONT, in case a test froze it), and
-# reap it (a restart binds its port again).  Its data does not matter, so
-# nothing is saved.
+# Stop the server: SIGKILL (which ends a frozen one too), and reap it (a
+# restart binds its port again).  Its data does not matter, so nothing is
+# saved.
 sub stop
 {
 	my ($self) = @_;
 	delete $running{$self};
 	my $h = delete $self->{h} or return;
 	local $?;    # finish sets it to the kill: at exit it is the exit code
-	$h->signal('CONT');
 	$h->signal('KILL');
 	$h->finish;
-	unlink "$self->{dir}/redis.pid";
 	return;
 }
-*kill9 = \&stop;
 
 # n masters on TLS or plain ports, joined into a cluster with every slot
 # assigned (redis-cli --cluster create); returns them once each says
@@ -203,17 +188,7 @@ sub cluster_ok
 }
 
 # Move $slots slots of this master to master $to (redis-cli --cluster
-# reshard, 180 s at most); true if redis-cli succeeded.
-sub reshard
-{
-	my ($self, $to, $slots) = @_;
-	local $self->{timeout} = 180;
-	return defined $self->cli_ok('--cluster', 'reshard', '127.0.0.1:' . $self->port,
-		'--cluster-from', $self->cli('CLUSTER', 'MYID'), '--cluster-to', $to->cli('CLUSTER', 'MYID'),
-		'--cluster-slots', $slots, '--cluster-pipeline', '10', '--cluster-yes');
-}
-
-# reshard($to, $slots) while lock calls run on names in those slots: the
+# reshard, 180 s at most) while lock calls run on names in those slots: the
 # first $p{names} names "$p{log}-<i>" whose slot is below $slots, each slot
 # padded with $p{filler} keys so that its migration lasts long enough for
 # calls to meet it half-moved (ASK, TRYAGAIN), not only after (MOVED), under
@@ -231,7 +206,10 @@ sub reshard_under_load
 	my $load = lease_load($node, $p{log}, $p{secs}, \@names, $p{call});
 	wait_until(sub { $node->safe_psql('postgres', "SELECT count(*) FROM $p{log} WHERE ok") >= $p{warm} });
 	my $t = now_ms();
-	my $ok = $self->reshard($to, $slots);
+	local $self->{timeout} = 180;
+	my $ok = defined $self->cli_ok('--cluster', 'reshard', '127.0.0.1:' . $self->port,
+		'--cluster-from', $self->cli('CLUSTER', 'MYID'), '--cluster-to', $to->cli('CLUSTER', 'MYID'),
+		'--cluster-slots', $slots, '--cluster-pipeline', '10', '--cluster-yes');
 	diag("$slots slots resharded in " . (now_ms() - $t) . " ms under load on @names");
 	psql_finish($load);
 	diag('during the move: ' . $node->safe_psql('postgres',
