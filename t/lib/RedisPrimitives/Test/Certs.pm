@@ -12,7 +12,7 @@
 # recipe; the bash tests' tls_make_certs (scripts/lib.sh) runs it as
 #   perl -I t/lib -MRedisPrimitives::Test::Certs -e 'RedisPrimitives::Test::Certs::make_certs(@ARGV)' DIR
 # so it must not use the PostgreSQL::Test modules (IPC::Run only).  Keys are unencrypted,
-# mode 600, owned by whoever ran it.
+# mode 600 (openssl writes them so), owned by whoever ran it.
 package RedisPrimitives::Test::Certs;
 
 use strict;
@@ -33,17 +33,15 @@ sub make_certs
 	my ($d) = @_;
 	make_path($d);
 	my @ec = ('-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes');
-	for my $ca ('ca', 'ca2')
-	{
-		_openssl('req', '-x509', @ec, '-keyout', "$d/$ca.key", '-out', "$d/$ca.crt",
-			'-days', '3', '-subj', "/CN=rp test $ca");
-	}
 	# A request (-config /dev/null: no extensions but these; the default
 	# configuration would make each one a CA), signed by x509 -req, which
 	# takes the request's extensions and a negative -days: the expired one
 	# ends a day before it starts (OpenSSL's own tests make theirs so; req
-	# -x509 refuses it, and only `openssl ca` takes dates).
+	# -x509 refuses it, and only `openssl ca` takes dates).  A CA signs its
+	# own (-signkey), and comes first in name order: ca, ca2, then the rest.
 	my %certs = (
+		ca => [ 'rp test ca', 'ca', 'basicConstraints=critical,CA:TRUE' ],
+		ca2 => [ 'rp test ca2', 'ca2', 'basicConstraints=critical,CA:TRUE' ],
 		server => [ 'localhost', 'ca', 'subjectAltName=IP:127.0.0.1,DNS:localhost' ],
 		other => [ 'other.example', 'ca', 'subjectAltName=DNS:other.example' ],
 		expired => [ 'localhost', 'ca', 'subjectAltName=IP:127.0.0.1,DNS:localhost', -1 ],
@@ -54,11 +52,10 @@ sub make_certs
 		my ($cn, $ca, $ext, $days) = @{ $certs{$name} };
 		_openssl('req', '-config', '/dev/null', @ec, '-keyout', "$d/$name.key", '-out', "$d/$name.csr",
 			'-subj', "/CN=$cn", '-addext', $ext);
-		_openssl('x509', '-req', '-in', "$d/$name.csr", '-CA', "$d/$ca.crt", '-CAkey', "$d/$ca.key",
+		_openssl('x509', '-req', '-in', "$d/$name.csr",
+			$ca eq $name ? ('-signkey', "$d/$ca.key") : ('-CA', "$d/$ca.crt", '-CAkey', "$d/$ca.key"),
 			'-days', $days // 3, '-copy_extensions', 'copy', '-out', "$d/$name.crt");
 	}
-	chmod 0644, glob("$d/*.crt");
-	chmod 0600, glob("$d/*.key");
 	return $d;
 }
 
