@@ -36,15 +36,10 @@ my @keys = ('foo', 'bar', '{user1000}.following', '{user1000}.followers', 'foo{}
 	'foo{bar}{zap}', '{}', 'a}b{c', 'rp:{account-42}:lock', 'rp:{account-42}:fence', 'rp:{k}:rl:gcra', 'x{y');
 push @keys, "rp:{name-$_}:lock", 'key:' . (($_ * 7919) % 100000) . ":$_" for 1 .. 40;
 my @ours = split /\n/, sql('SELECT rp_key_slot(k) FROM unnest(ARRAY[' . join(',', map { "\$\$$_\$\$" } @keys) . ']) WITH ORDINALITY AS u(k, i) ORDER BY i');
-my $mismatch = 0;
-for my $i (0 .. $#keys)
-{
-	my $theirs = $m[0]->cli('CLUSTER', 'KEYSLOT', $keys[$i]);
-	next if ($ours[$i] // '') eq $theirs;
-	$mismatch++;
-	diag("slot of '$keys[$i]': ours " . ($ours[$i] // 'none') . ", Redis $theirs");
-}
-is($mismatch, 0, 'rp_key_slot agrees with CLUSTER KEYSLOT on ' . scalar(@keys) . ' keys (hash tags, empty tags, nested braces)');
+my @theirs = map { $m[0]->cli('CLUSTER', 'KEYSLOT', $_) } @keys;
+my @bad = grep { ($ours[$_] // '') ne $theirs[$_] } 0 .. $#keys;
+diag("slot of '$keys[$_]': ours " . ($ours[$_] // 'none') . ", Redis $theirs[$_]") for @bad;
+is(scalar(@bad), 0, 'rp_key_slot agrees with CLUSTER KEYSLOT on ' . scalar(@keys) . ' keys (hash tags, empty tags, nested braces)');
 
 # ---- many names spread over every master -----------------------------------
 sql("SELECT count(*) FROM generate_series(1, 60) n WHERE (rp_acquire('spread-' || n, 600000)).fence = 1");
@@ -114,30 +109,25 @@ is(sql("SELECT (rp_acquire('$n1', 1000)).fence"), sql("SELECT max(fence) + 1 FRO
 # Slots 100 and 101 moved to the second master above.
 my ($src, $dst) = ($m[1], $m[0]);
 my ($src_id, $dst_id) = map { $_->cli('CLUSTER', 'MYID') } ($src, $dst);
-sub name_in_slot
-{
-	return sql("SELECT n FROM (SELECT '$_[0]-' || i AS n FROM generate_series(1, 200000) i) s WHERE rp_key_slot('rp:{' || n || '}:lock') = $_[1] LIMIT 1");
-}
-# Half-move $slot, holding $name (both of its keys exist, lock 'someone-else'
-# and fence 7), and migrate every key of the slot but those in @keep.
+# Half-move $slot, holding a name "$prefix-<i>" of it (both of its keys
+# exist, lock 'someone-else' and fence 7), and migrate every key of the slot
+# (one MIGRATE) but the name's key "$keep" if given; returns the name.
 sub half_move
 {
-	my ($slot, $name, @keep) = @_;
+	my ($slot, $prefix, $keep) = @_;
+	my $name = sql("SELECT n FROM (SELECT '$prefix-' || i AS n FROM generate_series(1, 200000) i) s WHERE rp_key_slot('rp:{' || n || '}:lock') = $slot LIMIT 1");
 	$src->cli('SET', "rp:{$name}:lock", 'someone-else', 'PX', '600000');
 	$src->cli('SET', "rp:{$name}:fence", '7');
 	$dst->cli('CLUSTER', 'SETSLOT', $slot, 'IMPORTING', $src_id);
 	$src->cli('CLUSTER', 'SETSLOT', $slot, 'MIGRATING', $dst_id);
-	for my $k (split /\n/, $src->cli('CLUSTER', 'GETKEYSINSLOT', $slot, '5000'))
-	{
-		$src->cli('MIGRATE', '127.0.0.1', $dst->port, $k, '0', '5000') unless grep { $_ eq $k } @keep;
-	}
-	return;
+	my @move = grep { !defined $keep || $_ ne "rp:{$name}:$keep" } split /\n/, $src->cli('CLUSTER', 'GETKEYSINSLOT', $slot, '5000');
+	$src->cli('MIGRATE', '127.0.0.1', $dst->port, '', '0', '5000', 'KEYS', @move);
+	return $name;
 }
 
 # ASK: all of the name's keys are on the importing node already: the owner
 # answers ASK, and the call must follow it there with ASKING.
-my $ask = name_in_slot('ask', 100);
-half_move(100, $ask);
+my $ask = half_move(100, 'ask');
 $a0 = $dst->calls('asking');
 is(sql("SELECT held::text || '/' || coalesce(last_fence::text, 'none') FROM rp_lock_info('$ask')"), 'true/7',
 	'a call meeting a slot mid-migration gets its answer (ASK followed)');
@@ -148,8 +138,7 @@ $_->cli('CLUSTER', 'SETSLOT', 100, 'NODE', $dst_id) for ($dst, $src);    # the m
 # TRYAGAIN: the name's lock key has moved, its counter not yet: a script
 # that needs both keys is answered TRYAGAIN, and the call must wait and
 # retry, not fail, until the move completes.
-my $try = name_in_slot('try', 101);
-half_move(101, $try, "rp:{$try}:fence");
+my $try = half_move(101, 'try', 'fence');
 # The owner answers TRYAGAIN itself when it holds some of the keys (Redis'
 # rule for a slot being rehashed); count it on both.
 my $tried = sub { return sum(map { ($_->cli('INFO', 'errorstats') =~ /^errorstat_TRYAGAIN:count=(\d+)/m) ? $1 : 0 } $src, $dst); };
