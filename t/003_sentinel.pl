@@ -59,13 +59,17 @@ is($pm->cli('GET', 'rp:{sent-where}:fence'), '1', 'the lease was taken on the ma
 }
 
 # ---- A. the master dies under load -------------------------------------------
-sql(q{
-CREATE TABLE sent_acct (id int PRIMARY KEY, fence bigint NOT NULL, writes int NOT NULL);
-CREATE INDEX ON sent_acct (fence);
-CREATE TRIGGER guard BEFORE INSERT OR UPDATE ON sent_acct FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence');
-INSERT INTO sent_acct VALUES (1, 0, 0);
-SELECT rp_release_all();
+# The fenced tables: sent_acct takes A's tokens, sent_nofloor and sent_floor
+# B's, without and with the floor.
+for my $t ('acct', 'nofloor', 'floor')
+{
+	sql(qq{
+CREATE TABLE sent_$t (id int PRIMARY KEY, fence bigint NOT NULL, writes int NOT NULL);
+CREATE INDEX ON sent_$t (fence);
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE ON sent_$t FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence');
+INSERT INTO sent_$t VALUES (1, 0, 0);
 });
+}
 
 # A call every 20 ms: a lease on the floor of the fenced table, whose token
 # the table then takes.
@@ -108,15 +112,6 @@ $pm = $R->new(name => 'master', port => $pm->port, args => [ '--replicaof', '127
 ok(wait_until(sub { $pm->link_up && !grep { !$_->sees($pr, $pm, 2) } @sent }),
 	'the old master is back as a replica, and the sentinels see it');
 
-sql(q{
-CREATE TABLE sent_nofloor (id int PRIMARY KEY, fence bigint NOT NULL, writes int NOT NULL);
-CREATE TABLE sent_floor (LIKE sent_nofloor);
-CREATE TRIGGER guard BEFORE INSERT OR UPDATE ON sent_nofloor FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence');
-CREATE TRIGGER guard BEFORE INSERT OR UPDATE ON sent_floor FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence');
-INSERT INTO sent_nofloor VALUES (1, 0, 0);
-INSERT INTO sent_floor VALUES (1, 0, 0);
-});
-
 is(sql("SET redis_primitives.fence_replicas = 1; SELECT (rp_acquire('sent-wait', 60000)).fence IS NOT NULL"), 't',
 	'fence_replicas = 1 with the replica in sync: the acquire returns after WAIT');
 
@@ -146,13 +141,13 @@ is( sq($b, "SET redis_primitives.fence_replicas = 1; SET redis_primitives.fence_
 sq($b, 'RESET redis_primitives.fence_replicas; RESET redis_primitives.fence_replicas_timeout');
 is(sq($b, "SELECT held FROM rp_lock_info('sent-nowait')"), 'f', 'and the lease it took was released');
 
-# Five leases on each lock, each writing its token to its fenced table.
+# Five leases on each lock, each writing its token to its fenced table
+# (the UPDATE's guard sees the token, then RETURNING releases the lease).
 for my $t ('nofloor', 'floor')
 {
 	my $fl = $t eq 'floor' ? "rp_fence_floor('sent_floor')" : '0';
-	sq($b, qq{SELECT set_config('x.l', (SELECT row(l.*)::text FROM rp_acquire('sent-$t', 60000, 0, $fl) l), false);
-	     UPDATE sent_$t SET fence = (current_setting('x.l')::rp_lease).fence, writes = writes + 1 WHERE id = 1;
-	     SELECT rp_release(current_setting('x.l')::rp_lease)}) for 1 .. 5;
+	sq($b, qq{UPDATE sent_$t SET fence = l.fence, writes = writes + 1 FROM rp_acquire('sent-$t', 60000, 0, $fl) l
+	     WHERE id = 1 RETURNING rp_release(l)}) for 1 .. 5;
 }
 is(sq($b, "SELECT (SELECT fence || '/' || writes FROM sent_nofloor) || ' ' || (SELECT fence || '/' || writes FROM sent_floor)"),
 	'5/5 5/5', 'both tables accepted tokens 1..5 (five different leases each)');
@@ -175,9 +170,7 @@ ok($nf =~ /^\d+$/ && $nf <= 5, "without the floor, the next token ($nf) is not a
 my $f = '';
 for (1 .. 5)
 {
-	$f = (split /\n/, sql(q{SELECT set_config('x.l', (SELECT row(l.*)::text FROM rp_acquire('sent-nofloor', 60000) l), false);
-	     SELECT (current_setting('x.l')::rp_lease).fence;
-	     SELECT rp_release(current_setting('x.l')::rp_lease)}))[1];
+	$f = sql(q{SELECT l.fence FROM rp_acquire('sent-nofloor', 60000) l, rp_release(l)});
 	last if $f eq '5';
 }
 # The token written is the one the new lease was issued, not a literal: a
