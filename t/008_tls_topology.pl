@@ -63,9 +63,8 @@ sql("ALTER SYSTEM SET redis_primitives.sentinel_password = 'log-Secret-31'; "
 	  . "ALTER SYSTEM SET redis_primitives.sentinel_username = 'log-User-9'; SELECT pg_reload_conf()");
 $node->wait_for_log(qr/log-User-9/, $logfrom);
 my $log = slurp_file($node->logfile);
-my $newlog = substr($log, $logfrom);
 is( scalar(() = $log =~ /log-Secret-31/g) . '/'
-	  . scalar(() = $newlog =~ /parameter "redis_primitives\.sentinel_password" changed$/mg),
+	  . scalar(() = substr($log, $logfrom) =~ /parameter "redis_primitives\.sentinel_password" changed$/mg),
 	'0/1', "a reload logs that sentinel_password changed, never its value (sentinel_username's value is logged: the twin)");
 sql('ALTER SYSTEM RESET redis_primitives.sentinel_password; ALTER SYSTEM RESET redis_primitives.sentinel_username; SELECT pg_reload_conf()');
 
