@@ -13,11 +13,11 @@
 #   $node->append_conf('postgresql.conf', $redis->pg_conf);
 #
 # The one thing to know before editing: every server this module starts is
-# a child of the test, killed and reaped when its object goes away or the
-# test exits, whatever happened, so a failing test leaves no redis-server
-# behind (what a killed test left, scripts/lib.sh finds by its working
-# directory); its files (log, config) live in the test's tmp_check folder
-# and stay there for inspection.
+# a child of the test, killed and reaped by stop or when the test exits,
+# whatever happened, so a failing test leaves no redis-server behind (what
+# a killed test left, scripts/lib.sh finds by its working directory); its
+# files (log, config) live in the test's tmp_check folder and stay there
+# for inspection.
 package RedisPrimitives::Test::Redis;
 
 use strict;
@@ -217,11 +217,11 @@ sub reshard_under_load
 	return ($ok, @names);
 }
 
-# An object that goes out of scope stops its server at once.
-sub DESTROY { $_[0]->stop; }
 # Servers still running when the test ends are stopped here, before global
-# destruction: there DESTROY may meet a harness already torn down, which
-# signals nothing, and the server outlives the test (t/004's cluster did).
+# destruction, where the harness may already be torn down and signal
+# nothing, and the server would outlive the test (t/004's cluster did).
+# %running holds every started server, so its object never goes away
+# before stop: a server runs until stopped or the test ends.
 END { $_->stop for values %running; }
 
 1;
