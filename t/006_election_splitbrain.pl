@@ -29,7 +29,6 @@ use RedisPrimitives::Test::Election;
 
 my $STALL_MS = 1500;
 my $redis = RedisPrimitives::Test::Redis->new;
-sub sql { my ($n, $q) = @_; return scalar $n->safe_psql('postgres', $q); }
 
 my $obs = rp_node('observer', $redis->pg_conf);
 sql($obs, qq{
@@ -39,7 +38,7 @@ CREATE TABLE samples (run text, t_ms float8, skew_ms float8,
 -- Ask node a, then node b, every step_ms for seconds: is_leader (the
 -- deadline-bounded belief) and state (the elector's own flag, what a
 -- plain isLeader would say).  skew_ms: how far apart the two answers were.
--- Its progress shows in its application_name (the samples commit at its end).
+-- It says when it has taken 20 pairs (the samples commit at its end).
 CREATE FUNCTION sample(run text, a text, b text, seconds float8, step_ms float8) RETURNS int
 LANGUAGE plpgsql AS \$\$
 DECLARE
@@ -56,11 +55,9 @@ BEGIN
     INSERT INTO samples VALUES (run, extract(epoch FROM ta) * 1000,
       extract(epoch FROM clock_timestamp() - ta) * 1000, al, bl, ast, bst);
     n := n + 1;
-    IF n <= 20 THEN PERFORM set_config('application_name', 'sampler ' || run || ' ' || n, false); END IF;
+    IF n = 20 THEN RAISE NOTICE 'sampling'; END IF;
     PERFORM pg_sleep(step_ms / 1000);
   END LOOP;
-  PERFORM dblink_disconnect('a');
-  PERFORM dblink_disconnect('b');
   RETURN n;
 END \$\$;
 -- The resource both leaders write to, fenced by the epoch, and a naive
@@ -70,11 +67,7 @@ CREATE TRIGGER fence BEFORE INSERT OR UPDATE ON schedule
   FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('epoch');
 CREATE TABLE naive_schedule (id int PRIMARY KEY, owner text, epoch bigint);
 INSERT INTO schedule VALUES (1, 'nobody', 0);
-INSERT INTO naive_schedule VALUES (1, 'nobody', 0);
--- Run a statement; 'ok' or its SQLSTATE.
-CREATE FUNCTION try(stmt text) RETURNS text LANGUAGE plpgsql AS \$\$
-BEGIN EXECUTE stmt; RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE; END \$\$;});
+INSERT INTO naive_schedule VALUES (1, 'nobody', 0);});
 
 # Sample node a and node b for $secs in the background, once the sampler has
 # taken 20 pairs (on a loaded machine connecting may take longer than any
@@ -82,12 +75,8 @@ EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE; END \$\$;});
 sub sample_start
 {
 	my ($run, $a, $b, $secs) = @_;
-	my $p = psql_start($obs, "SELECT sample('$run', \$\$" . $a->connstr('postgres') . "\$\$, \$\$"
-		  . $b->connstr('postgres') . "\$\$, $secs, 2)");
-	$obs->poll_query_until('postgres',
-		"SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'sampler $run 20'")
-	  or diag("the sampler of run $run did not start");
-	return $p;
+	return psql_start($obs, "SELECT sample('$run', \$\$" . $a->connstr('postgres') . "\$\$, \$\$"
+		  . $b->connstr('postgres') . "\$\$, $secs, 2)", qr/sampling/);
 }
 
 # Stats of one run, relative to t0 (epoch ms).  A window is the sum, over
@@ -126,7 +115,7 @@ is(leaders($n1, $n2), 't|f',
 	'n1 leads, n2 follows');
 
 # ---- 1. the leader's elector is frozen for 1.5 s -------------------------
-my $epoch_a = node_epoch($n1);
+my $epoch_a = election($n1, 'epoch');
 # The naive table starts with nobody: what it holds at the end was written
 # during the stall.
 sql($obs, "UPDATE schedule SET owner = 'n1', epoch = $epoch_a; UPDATE naive_schedule SET owner = 'nobody', epoch = 0");
@@ -143,8 +132,8 @@ my $t_b = sq($s{n2}, "SELECT round(wait_leader(true, 1400))");
 my $epoch_b = sq($s{n2}, $epoch_q);
 $epoch_b = 0 unless $epoch_b =~ /^\d+$/;
 my $flags = sq($s{n1}, 'SELECT state || \' \' || is_leader FROM rp_elections()');
-my $r_b = sq($s{obs}, "SELECT try('UPDATE schedule SET owner = ''n2'', epoch = $epoch_b')");
-my $r_a = sq($s{obs}, "SELECT try('UPDATE schedule SET owner = ''n1'', epoch = $epoch_a')");
+my $r_b = sq($s{obs}, "UPDATE schedule SET owner = 'n2', epoch = $epoch_b RETURNING owner");
+my $r_a = sq($s{obs}, "UPDATE schedule SET owner = 'n1', epoch = $epoch_a RETURNING owner");
 # The naive twin: each node writes when its own leadership flag (state, the
 # plain isLeader) says it leads, as an application trusting it would.
 my @naive_writers;
@@ -170,8 +159,8 @@ $_->quit for values %s;
 ok($t_b ne '', "n2 is elected while n1's elector is frozen");
 is($flags, 'leader false', 'frozen n1: its own flag still says leader, its deadline says no');
 ok($stopped_at_w && $t_w <= $t_cont, "both leaders wrote during the stall (n1's elector still stopped after the last write)");
-is($r_b, 'ok', "the new leader's write (epoch $epoch_b) is accepted by the fenced table");
-is($r_a, 'RP001', "the old leader's write with its stale epoch ($epoch_a) is refused (RP001)");
+is($r_b, 'n2', "the new leader's write (epoch $epoch_b) is accepted by the fenced table");
+is($r_a, 'ERROR:  RP001', "the old leader's write with its stale epoch ($epoch_a) is refused (RP001)");
 is(sql($obs, 'SELECT owner FROM naive_schedule') . ' (written by ' . join(', ', @naive_writers) . ')', 'n1 (written by n2, n1)',
 	"naive: both trusted their own leader flag and wrote; the stale leader's write came last and stands");
 is("$fw_b|$fw_a", 't|f', 'rp_fenced_write accepts the new epoch and refuses the stale one');
@@ -191,13 +180,13 @@ ok($S->{a_believed_after} > 0 && $S->{a_believed_after} <= $LEASE + $S->{max_gap
 	"and was seen false during the freeze, within a lease (+ one sampling gap), without its elector running ($S->{a_believed_after} ms)");
 
 $n1->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
-is(node_state($n1) . '|' . leaders($n2),
+is(election($n1, "state || ' ' || is_leader") . '|' . leaders($n2),
 	'follower false|t', 'after thawing, n1 follows and n2 leads');
 
 # ---- 2. Redis is frozen for 1.5 s ----------------------------------------
 # Now n2 leads.  Nobody can renew or campaign: the leader must stop
 # believing on its own, and nobody may believe until Redis answers again.
-$epoch_b = node_epoch($n2);
+$epoch_b = election($n2, 'epoch');
 $sampler = sample_start('redis', $n2, $n1, 4);
 $t0 = now_ms();
 $redis->freeze;
@@ -215,13 +204,10 @@ ok($S->{a_believed_after} >= 0 && $S->{a_believed_after} < $t_cont - $t0,
 	"it was seen not believing before Redis answered again ($S->{a_believed_after} ms; -1 would be never)");
 is($S->{both_leader}, '0', 'rp_is_leader: never true on both servers in the same sample pair');
 # exactly one leads again once an elector has renewed against the thawed Redis
-my $leaders = '';
-wait_until(sub {
-	$leaders = leaders($n1, $n2);
-	return $leaders ne 'f|f';
-});
+wait_until(sub { leaders($n1, $n2) ne 'f|f' });
+my $leaders = leaders($n1, $n2);
 ok($leaders eq 't|f' || $leaders eq 'f|t', "after Redis thaws, exactly one server leads again ($leaders)");
-my $epoch_now = node_epoch($leaders eq 't|f' ? $n1 : $n2);
+my $epoch_now = election($leaders eq 't|f' ? $n1 : $n2, 'epoch');
 ok($epoch_now =~ /^\d+$/ && $epoch_now >= $epoch_b, "and its epoch ($epoch_now) did not go backwards (was $epoch_b)");
 
 $n1->stop;

@@ -6,8 +6,9 @@
 #   sqlstate($node, $sql)          'OK', or the error's SQLSTATE
 #   my $s = session($node);  sq($s, $sql)    one long-lived session;
 #                                  an error reads "ERROR:  <SQLSTATE>"
-#   my $p = psql_start($node, $sql);  psql_finish($p)   a statement run in
-#                                  the background (a load, a waiter)
+#   my $p = psql_start($node, $sql, qr/running/);  psql_finish($p)   a
+#                                  statement run in the background (a load,
+#                                  a waiter), once its NOTICE says it runs
 #   my $p = lease_load($node, 'log', $secs, \@names, $call)   lock calls
 #                                  in the background, each logged in a table
 #   now_ms()                       wall-clock milliseconds
@@ -102,14 +103,17 @@ sub sq
 
 # A session that runs $sql and ends: psql_finish waits for it.  Twice the
 # harness's timeout bounds it all (a load, a waiter).  It returns once
-# connected, with the statement sent: a caller that needs it running waits
-# for that (Election.pm's waiter_running).
+# connected, with the statement sent; given $running, once the statement
+# also said so in a NOTICE that matches it (a waiter polling: on a loaded
+# machine connecting may take longer than any fixed sleep, and asking
+# pg_stat_activity from another psql takes as long again).
 sub psql_start
 {
-	my ($node, $sql) = @_;
+	my ($node, $sql, $running) = @_;
 	my $p = $node->background_psql('postgres', timeout => 2 * $PostgreSQL::Test::Utils::timeout_default);
 	$p->{stdin} .= "$sql;\n\\q\n";
 	$p->{run}->pump_nb;
+	pump_until($p->{run}, $p->{timeout}, \$p->{stderr}, $running) if $running;
 	return $p;
 }
 
