@@ -37,11 +37,9 @@ sub monitor_start
 sub monitor_stop
 {
 	my ($h) = @_;
-	my $mark = 'rp-monitor-end-' . now_ms();
-	$redis->cli('ECHO', $mark);
-	wait_until(sub { slurp_file($monitor_out) =~ /\Q$mark\E/ });
+	$redis->cli('ECHO', 'rp-monitor-end');
+	wait_until(sub { slurp_file($monitor_out) =~ /rp-monitor-end/ });
 	$h->kill_kill;
-	$h->finish;
 	return split /\n/, slurp_file($monitor_out);
 }
 
@@ -192,6 +190,4 @@ my ($bad, $follower) = split / /, psql_finish($poller);
 ok(defined $follower && $follower > 0, 'n2 stepped down when another holder took the term from under it (' . ($follower // 'no') . ' samples)');
 is($bad, '0', "and from that sample on, n2's rp_is_leader was false: stepping down cleared the deadline");
 
-$n1->stop;
-$n2->stop;
 done_testing();

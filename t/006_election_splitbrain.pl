@@ -79,7 +79,8 @@ sub sample_start
 		  . $b->connstr('postgres') . "\$\$, $secs, 2)", qr/sampling/);
 }
 
-# Stats of one run, relative to t0 (epoch ms).  A window is the sum, over
+# Stats of one run, relative to t0 (epoch ms), once its sampler has ended
+# (the samples commit at its end).  A window is the sum, over
 # samples where the condition holds, of the time to the next sample;
 # *_after: ms from t0 to the first sample after it with the condition (-1:
 # never); a_last_true: ms from t0 to the last sample before t_end at which
@@ -87,8 +88,9 @@ sub sample_start
 # earlier, never later: it is the sound bound to assert on).
 sub sample_stats
 {
-	my ($run, $t0, $t_end) = @_;
-	my %s = map { split /=/ } split /\n/, sql($obs, qq{
+	my ($sampler, $run, $t0, $t_end) = @_;
+	psql_finish($sampler);
+	return { map { split /=/ } split /\n/, sql($obs, qq{
 	CREATE TEMP VIEW s AS
 	  SELECT *, lead(t_ms) OVER (ORDER BY t_ms) - t_ms AS dt
 	  FROM samples WHERE run = '$run';
@@ -103,8 +105,7 @@ sub sample_stats
 	UNION ALL SELECT 'a_last_true=' || coalesce(round((max(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND t_ms < $t_end AND a_leader
 	UNION ALL SELECT 'a_believed_after=' || coalesce(round((min(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND NOT a_leader
 	UNION ALL SELECT 'a_flag_after=' || coalesce(round((min(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND a_state <> 'leader'
-	UNION ALL SELECT 'b_leads_after=' || coalesce(round((min(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND b_leader});
-	return \%s;
+	UNION ALL SELECT 'b_leads_after=' || coalesce(round((min(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND b_leader}) };
 }
 
 my $n1 = election_node('n1', $redis);
@@ -123,14 +124,12 @@ my $pid = elector_pid($n1);
 # During the stall every statement goes through a session opened before it:
 # starting a psql per statement takes seconds on a loaded machine.
 my %s = (n1 => session($n1), n2 => session($n2), obs => session($obs));
-my $epoch_q = "SELECT epoch FROM rp_elections() WHERE name = '$ELECTION'";
 my $sampler = sample_start('elector', $n1, $n2, 3.5);
 my $t0 = now_ms();
 kill 'STOP', $pid;
 # n2 takes over while n1 is frozen; both now write.
 my $t_b = sq($s{n2}, "SELECT round(wait_leader(true, 1400))");
-my $epoch_b = sq($s{n2}, $epoch_q);
-$epoch_b = 0 unless $epoch_b =~ /^\d+$/;
+my $epoch_b = sq($s{n2}, "SELECT coalesce(epoch, 0) FROM rp_elections() WHERE name = '$ELECTION'");
 my $flags = sq($s{n1}, 'SELECT state || \' \' || is_leader FROM rp_elections()');
 my $r_b = sq($s{obs}, "UPDATE schedule SET owner = 'n2', epoch = $epoch_b RETURNING owner");
 my $r_a = sq($s{obs}, "UPDATE schedule SET owner = 'n1', epoch = $epoch_a RETURNING owner");
@@ -139,8 +138,8 @@ my $r_a = sq($s{obs}, "UPDATE schedule SET owner = 'n1', epoch = $epoch_a RETURN
 my @naive_writers;
 for my $n ('n2', 'n1')
 {
-	next unless sq($s{$n}, "SELECT state FROM rp_elections() WHERE name = '$ELECTION'") eq 'leader';
-	my $e = sq($s{$n}, $epoch_q) || 0;
+	my ($state, $e) = split /\|/, sq($s{$n}, "SELECT state, coalesce(epoch, 0) FROM rp_elections() WHERE name = '$ELECTION'");
+	next unless $state eq 'leader';
 	sq($s{obs}, "UPDATE naive_schedule SET owner = '$n', epoch = $e");
 	push @naive_writers, $n;
 }
@@ -153,7 +152,6 @@ my $rest = $STALL_MS - ($t_w - $t0);
 usleep($rest * 1000) if $rest > 0;
 my $t_cont = now_ms();    # read before the thaw: nothing after it is "during the stall"
 kill 'CONT', $pid;
-psql_finish($sampler);
 $_->quit for values %s;
 
 ok($t_b ne '', "n2 is elected while n1's elector is frozen");
@@ -166,7 +164,7 @@ is(sql($obs, 'SELECT owner FROM naive_schedule') . ' (written by ' . join(', ', 
 is("$fw_b|$fw_a", 't|f', 'rp_fenced_write accepts the new epoch and refuses the stale one');
 cmp_ok($t_cont - $t0, '>=', $STALL_MS - 100, "n1's elector was frozen for the whole stall (" . ($t_cont - $t0) . ' ms)');
 
-my $S = sample_stats('elector', $t0, $t_cont);
+my $S = sample_stats($sampler, 'elector', $t0, $t_cont);
 diag("elector stall: $S->{n} sample pairs, max gap $S->{max_gap} ms, max skew within a pair $S->{max_skew} ms");
 diag("split-brain window, naive flag (state): $S->{naive_window} ms over $S->{both_state} pairs (reference: 1095 ms)");
 diag("split-brain window, rp_is_leader: $S->{elector_window} ms over $S->{both_leader} pairs (margin $MARGIN ms)");
@@ -193,8 +191,7 @@ $redis->freeze;
 usleep($STALL_MS * 1000);
 $t_cont = now_ms();
 $redis->thaw;
-psql_finish($sampler);
-$S = sample_stats('redis', $t0, $t_cont);
+$S = sample_stats($sampler, 'redis', $t0, $t_cont);
 diag("Redis stall: $S->{n} sample pairs, max gap $S->{max_gap} ms");
 diag("leader stopped believing $S->{a_believed_after} ms after Redis froze (last seen true at $S->{a_last_true} ms; its flag: $S->{a_flag_after} ms)");
 diag("split-brain window, rp_is_leader: $S->{elector_window} ms over $S->{both_leader} pairs; naive flag $S->{naive_window} ms");
@@ -210,7 +207,4 @@ ok($leaders eq 't|f' || $leaders eq 'f|t', "after Redis thaws, exactly one serve
 my $epoch_now = election($leaders eq 't|f' ? $n1 : $n2, 'epoch');
 ok($epoch_now =~ /^\d+$/ && $epoch_now >= $epoch_b, "and its epoch ($epoch_now) did not go backwards (was $epoch_b)");
 
-$n1->stop;
-$n2->stop;
-$obs->stop;
 done_testing();

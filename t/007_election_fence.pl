@@ -68,5 +68,4 @@ is( sql($n1, "SELECT rp_is_leader('$ELECTION') AND (SELECT epoch FROM rp_leader(
 is($redis->cli('EXISTS', "db2:{$ELECTION}:fence") . ' ' . ($redis->cli('GET', "rp:{$ELECTION}:lock") =~ s/:.*//r),
 	'1 election', "db2's lock counts under db2:, the election holds its lock under the server-wide prefix");
 
-$n1->stop;
 done_testing();

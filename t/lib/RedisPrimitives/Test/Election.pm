@@ -23,8 +23,7 @@ use Exporter 'import';
 use PostgreSQL::Test::Utils;
 use RedisPrimitives::Test::Node;
 
-our @EXPORT = qw(election_node wait_leader election leaders elector_pid sql
-  $LEASE $RENEW $MARGIN $ELECTION);
+our @EXPORT = qw(election_node wait_leader election leaders elector_pid sql $LEASE $MARGIN $ELECTION);
 our ($LEASE, $RENEW, $MARGIN, $ELECTION) = (400, 100, 100, 'job');
 
 sub election_node
@@ -62,8 +61,7 @@ redis_primitives.election_margin = $MARGIN
 sub wait_leader
 {
 	my ($node, $want, $timeout_ms) = @_;
-	return scalar $node->safe_psql('postgres',
-		"SET client_min_messages = warning; SELECT round(wait_leader($want, $timeout_ms))");
+	return scalar $node->safe_psql('postgres', "SELECT round(wait_leader($want, $timeout_ms))");
 }
 
 # $query's one value in database $db (postgres); rp_elections()'s $expr for

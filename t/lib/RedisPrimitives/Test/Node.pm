@@ -117,22 +117,21 @@ sub psql_start
 	return $p;
 }
 
-# Lock calls on each of @$names in turn for $secs seconds, in the
-# background (psql_finish waits for them): each call's outcome is a row of
-# table $log (at, name, ok, state: SQLSTATE and message, fence of l).  $call
-# is the PL/pgSQL of one call on name n, its lease in l (by default an
-# acquire and its release).
+# Lock calls on each of @$names (no spaces in a name) in turn for $secs
+# seconds, in the background (psql_finish waits for them): each call's
+# outcome is a row of table $log (at, name, ok, state: SQLSTATE and
+# message, fence of l).  $call is the PL/pgSQL of one call on name n, its
+# lease in l (by default an acquire and its release).
 sub lease_load
 {
 	my ($node, $log, $secs, $names, $call) = @_;
 	$call //= 'l := rp_acquire(n, 5000); PERFORM rp_release(l);';
-	$node->safe_psql('postgres', qq{
-CREATE TABLE $log (at timestamptz NOT NULL, name text, ok bool NOT NULL, state text, fence bigint);
-CREATE PROCEDURE ${log}_load(secs float8, names text[]) LANGUAGE plpgsql AS \$\$
-DECLARE l rp_lease; n text; stop timestamptz := clock_timestamp() + secs * interval '1 second';
+	$node->safe_psql('postgres', "CREATE TABLE $log (at timestamptz NOT NULL, name text, ok bool NOT NULL, state text, fence bigint)");
+	return psql_start($node, qq{DO \$\$
+DECLARE l rp_lease; n text; stop timestamptz := clock_timestamp() + $secs * interval '1 second';
 BEGIN
   WHILE clock_timestamp() < stop LOOP
-    FOREACH n IN ARRAY names LOOP
+    FOREACH n IN ARRAY string_to_array('@$names', ' ') LOOP
       BEGIN
         $call
         INSERT INTO $log VALUES (clock_timestamp(), n, true, NULL, l.fence);
@@ -144,7 +143,6 @@ BEGIN
     END LOOP;
   END LOOP;
 END \$\$});
-	return psql_start($node, "CALL ${log}_load($secs, ARRAY[" . join(',', map { "'$_'" } @$names) . '])');
 }
 
 # Wait for it; its output, chomped (what it printed so far if it ran past
