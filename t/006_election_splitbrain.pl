@@ -152,6 +152,7 @@ my $rest = $STALL_MS - ($t_w - $t0);
 usleep($rest * 1000) if $rest > 0;
 my $t_cont = now_ms();    # read before the thaw: nothing after it is "during the stall"
 kill 'CONT', $pid;
+my $S = sample_stats($sampler, 'elector', $t0, $t_cont);
 $_->quit for values %s;
 
 ok($t_b ne '', "n2 is elected while n1's elector is frozen");
@@ -164,7 +165,6 @@ is(sql($obs, 'SELECT owner FROM naive_schedule') . ' (written by ' . join(', ', 
 is("$fw_b|$fw_a", 't|f', 'rp_fenced_write accepts the new epoch and refuses the stale one');
 cmp_ok($t_cont - $t0, '>=', $STALL_MS - 100, "n1's elector was frozen for the whole stall (" . ($t_cont - $t0) . ' ms)');
 
-my $S = sample_stats($sampler, 'elector', $t0, $t_cont);
 diag("elector stall: $S->{n} sample pairs, max gap $S->{max_gap} ms, max skew within a pair $S->{max_skew} ms");
 diag("split-brain window, naive flag (state): $S->{naive_window} ms over $S->{both_state} pairs (reference: 1095 ms)");
 diag("split-brain window, rp_is_leader: $S->{elector_window} ms over $S->{both_leader} pairs (margin $MARGIN ms)");
