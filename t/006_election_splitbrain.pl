@@ -35,11 +35,11 @@ sql($obs, qq{
 CREATE EXTENSION dblink;
 CREATE TABLE samples (run text, t_ms float8, skew_ms float8,
                       a_leader bool, b_leader bool, a_state text, b_state text);
--- Ask node a, then node b, every step_ms for seconds: is_leader (the
+-- Ask node a, then node b, every 2 ms for seconds: is_leader (the
 -- deadline-bounded belief) and state (the elector's own flag, what a
 -- plain isLeader would say).  skew_ms: how far apart the two answers were.
 -- It says when it has taken 20 pairs (the samples commit at its end).
-CREATE FUNCTION sample(run text, a text, b text, seconds float8, step_ms float8) RETURNS int
+CREATE FUNCTION sample(run text, a text, b text, seconds float8) RETURNS int
 LANGUAGE plpgsql AS \$\$
 DECLARE
   q text := 'SELECT is_leader, state FROM rp_elections() WHERE name = ''$ELECTION''';
@@ -56,7 +56,7 @@ BEGIN
       extract(epoch FROM clock_timestamp() - ta) * 1000, al, bl, ast, bst);
     n := n + 1;
     IF n = 20 THEN RAISE NOTICE 'sampling'; END IF;
-    PERFORM pg_sleep(step_ms / 1000);
+    PERFORM pg_sleep(0.002);
   END LOOP;
   RETURN n;
 END \$\$;
@@ -76,7 +76,7 @@ sub sample_start
 {
 	my ($run, $a, $b, $secs) = @_;
 	return psql_start($obs, "SELECT sample('$run', \$\$" . $a->connstr('postgres') . "\$\$, \$\$"
-		  . $b->connstr('postgres') . "\$\$, $secs, 2)", qr/sampling/);
+		  . $b->connstr('postgres') . "\$\$, $secs)", qr/sampling/);
 }
 
 # Stats of one run, relative to t0 (epoch ms), once its sampler has ended

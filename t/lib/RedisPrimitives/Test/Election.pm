@@ -76,8 +76,7 @@ sub leaders { return join('|', map { sql($_, "SELECT rp_is_leader('$ELECTION')")
 sub elector_pid
 {
 	my ($node) = @_;
-	my ($out) = run_command([ 'pgrep', '-P', $node->{_pid}, '-f', 'redis_primitives elector' ]);
-	return $out;
+	return (run_command([ 'pgrep', '-P', $node->{_pid}, '-f', 'redis_primitives elector' ]))[0];
 }
 
 1;
