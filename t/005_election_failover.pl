@@ -21,7 +21,6 @@ use RedisPrimitives::Test::Election;
 my $redis = RedisPrimitives::Test::Redis->new;
 my $leader_key = "rp:{$ELECTION}:leader";
 my $lock_key = "rp:{$ELECTION}:lock";
-sub sql { my ($n, $q) = @_; return scalar $n->safe_psql('postgres', $q); }
 
 # Redis MONITOR shows every command with Redis' own clock, and the commands a
 # script runs (its "lua" lines): what the electors did, in order, whatever
@@ -38,21 +37,19 @@ sub monitor_start
 sub monitor_stop
 {
 	my ($h) = @_;
-	my $mark = 'rp-monitor-end-' . now_ms();
-	$redis->cli('ECHO', $mark);
-	wait_until(sub { slurp_file($monitor_out) =~ /\Q$mark\E/ });
+	$redis->cli('ECHO', 'rp-monitor-end');
+	wait_until(sub { slurp_file($monitor_out) =~ /rp-monitor-end/ });
 	$h->kill_kill;
-	$h->finish;
 	return split /\n/, slurp_file($monitor_out);
 }
 
 my $n1 = election_node('n1', $redis);
 ok(wait_leader($n1, 'true', 5000) ne '', 'n1 (started first) is elected by its background elector');
 my $n2 = election_node('n2', $redis);
-is(sql($n2, 'SELECT state FROM rp_elections()'), 'follower', 'n2 starts as a follower');
+is(election($n2, 'state'), 'follower', 'n2 starts as a follower');
 is(leaders($n1, $n2), 't|f',
 	'exactly one server believes it leads');
-is(sql($n2, "SELECT node_id || ' ' || epoch FROM rp_leader('$ELECTION')"), 'n1 ' . node_epoch($n1),
+is(sql($n2, "SELECT node_id || ' ' || epoch FROM rp_leader('$ELECTION')"), 'n1 ' . election($n1, 'epoch'),
 	'Redis agrees: n1 leads with the epoch n1 publishes');
 # The term belongs to n1's elector process, not to the string 'n1': an SQL
 # call (or a second server configured as n1) can neither renew nor resign it.
@@ -65,7 +62,7 @@ is(sql($n2, "SELECT ttl_ms > 1 FROM rp_leader('$ELECTION')"), 't', 'and the leas
 my $d;
 for (1 .. 2)
 {
-	$d = sql($n1, "SELECT extract(epoch FROM valid_until - last_renewal) * 1000 FROM rp_elections() WHERE name = '$ELECTION'") + 0;
+	$d = election($n1, 'extract(epoch FROM valid_until - last_renewal) * 1000') + 0;
 	last if $d == $LEASE - $MARGIN;
 }
 is($d, $LEASE - $MARGIN, 'n1 believes until its renewal\'s send + lease - margin, to the microsecond');
@@ -73,8 +70,7 @@ is($d, $LEASE - $MARGIN, 'n1 believes until its renewal\'s send + lease - margin
 # ---- clean handover: the leader's server stops ---------------------------
 # The waiters below give up after 30 s: how fast the takeover was is a
 # separate check on the time they measured.
-my $waiter = psql_start($n2, 'SELECT round(wait_leader(true, 30000))');
-waiter_running($n2, 'wait_leader');
+my $waiter = psql_start($n2, 'SELECT round(wait_leader(true, 30000))', qr/polling/);
 my $t0 = now_ms();
 # MONITOR from before the stop until n2 leads: the DEL of the leader key is
 # the resign, and n2's winning campaign (its HSET of the key) is timed
@@ -113,10 +109,8 @@ ok($resign_del, "n1 resigned in Redis: its elector's resign script deleted the l
 
 # ---- clean handover: the leader drops the election on reload -------------
 $n1->start;
-wait_row($n1);
-wait_leader($n1, 'false', 2000);
-$waiter = psql_start($n1, 'SELECT round(wait_leader(true, 30000))');
-waiter_running($n1, 'wait_leader');
+$n1->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
+$waiter = psql_start($n1, 'SELECT round(wait_leader(true, 30000))', qr/polling/);
 $t0 = now_ms();
 sql($n2, "ALTER SYSTEM SET redis_primitives.elections = ''");
 # The elector resigns before it drops the row: once the row is gone, the
@@ -138,21 +132,19 @@ my ($rc, $out, $err) = $n2->psql('postgres', "SELECT rp_is_leader('$ELECTION')")
 like($err, qr/is not run by this server/, "n2's rp_is_leader('$ELECTION') is now an error, not false");
 sql($n2, 'ALTER SYSTEM RESET redis_primitives.elections');
 sql($n2, 'SELECT pg_reload_conf()');
-wait_row($n2);
 $n2->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
-is(node_state($n2), 'follower false', 'n2 runs the election again after the reload, as a follower');
+is(election($n2, "state || ' ' || is_leader"), 'follower false', 'n2 runs the election again after the reload, as a follower');
 
 # ---- failover: the leader's elector stalls -------------------------------
-my $epoch1 = node_epoch($n1);
+my $epoch1 = election($n1, 'epoch');
 my $pid = elector_pid($n1);
 ok($pid =~ /^\d+$/, "found n1's elector process ($pid)");
-$waiter = psql_start($n2, 'SELECT round(wait_leader(true, 30000))');
-waiter_running($n2, 'wait_leader');
+$waiter = psql_start($n2, 'SELECT round(wait_leader(true, 30000))', qr/polling/);
 $t0 = now_ms();
 kill 'STOP', $pid;
 $t1 = psql_finish($waiter);
 my $n1_now = sql($n1, "SELECT rp_is_leader('$ELECTION')");
-my $last = sql($n1, 'SELECT round(extract(epoch FROM last_renewal) * 1000) FROM rp_elections()');
+my $last = election($n1, 'round(extract(epoch FROM last_renewal) * 1000)');
 kill 'CONT', $pid;
 my $failover = $t1 ne '' ? $t1 - $t0 : '';
 diag("failover (leader's elector SIGSTOPped) $failover ms, lease $LEASE ms (reference: 403 ms)");
@@ -160,11 +152,11 @@ diag('n2 led ' . ($t1 ne '' && $last ne '' ? $t1 - $last : '?') . " ms after n1'
 ok($t1 ne '' && $last ne '' && $t1 - $last >= $LEASE, "n2 led only after a full lease since n1's last renewal was sent");
 ok($failover ne '' && $failover < 5 * $LEASE, "n2 leads within 5 leases of n1 stalling ($failover ms)");
 is($n1_now, 'f', 'the stalled n1 no longer believed it led when n2 took over');
-my $epoch2 = node_epoch($n2);
+my $epoch2 = election($n2, 'epoch');
 ok($epoch2 =~ /^\d+$/ && $epoch2 > $epoch1, "n2 leads with a higher epoch ($epoch2 > $epoch1)");
 # n1's elector, thawed, finds n2 in charge and steps down.
 $n1->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
-is(node_state($n1) . '|' . leaders($n2), 'follower false|t',
+is(election($n1, "state || ' ' || is_leader") . '|' . leaders($n2), 'follower false|t',
 	'after thawing, n1 follows and n2 leads');
 
 # ---- stepping down ends the belief at once, not at the deadline -----------
@@ -179,6 +171,7 @@ sql($n2, qq{CREATE FUNCTION stepdown_poll(ms int) RETURNS text LANGUAGE plpgsql 
 DECLARE st text; il bool; bad int := 0; follower int := 0;
   t_end timestamptz := clock_timestamp() + ms * interval '1 ms';
 BEGIN
+  RAISE NOTICE 'polling';
   WHILE clock_timestamp() < t_end LOOP
     SELECT state, is_leader INTO st, il FROM rp_elections() WHERE name = '$ELECTION';
     IF st <> 'leader' THEN
@@ -189,8 +182,7 @@ BEGIN
   END LOOP;
   RETURN bad || ' ' || follower;
 END \$\$});
-my $poller = psql_start($n2, 'SELECT stepdown_poll(60000)');
-waiter_running($n2, 'stepdown_poll');
+my $poller = psql_start($n2, 'SELECT stepdown_poll(60000)', qr/polling/);
 $redis->cli('EVAL',
 	"redis.call('DEL', KEYS[1]); redis.call('HSET', KEYS[1], 'node', 'intruder', 'owner', 'intruder', 'epoch', '999999'); return redis.call('PEXPIRE', KEYS[1], 10000)",
 	'1', $leader_key);
@@ -198,6 +190,4 @@ my ($bad, $follower) = split / /, psql_finish($poller);
 ok(defined $follower && $follower > 0, 'n2 stepped down when another holder took the term from under it (' . ($follower // 'no') . ' samples)');
 is($bad, '0', "and from that sample on, n2's rp_is_leader was false: stepping down cleared the deadline");
 
-$n1->stop;
-$n2->stop;
 done_testing();

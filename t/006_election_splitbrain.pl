@@ -29,18 +29,17 @@ use RedisPrimitives::Test::Election;
 
 my $STALL_MS = 1500;
 my $redis = RedisPrimitives::Test::Redis->new;
-sub sql { my ($n, $q) = @_; return scalar $n->safe_psql('postgres', $q); }
 
 my $obs = rp_node('observer', $redis->pg_conf);
 sql($obs, qq{
 CREATE EXTENSION dblink;
 CREATE TABLE samples (run text, t_ms float8, skew_ms float8,
                       a_leader bool, b_leader bool, a_state text, b_state text);
--- Ask node a, then node b, every step_ms for seconds: is_leader (the
+-- Ask node a, then node b, every 2 ms for seconds: is_leader (the
 -- deadline-bounded belief) and state (the elector's own flag, what a
 -- plain isLeader would say).  skew_ms: how far apart the two answers were.
--- Its progress shows in its application_name (the samples commit at its end).
-CREATE FUNCTION sample(run text, a text, b text, seconds float8, step_ms float8) RETURNS int
+-- It says when it has taken 20 pairs (the samples commit at its end).
+CREATE FUNCTION sample(run text, a text, b text, seconds float8) RETURNS int
 LANGUAGE plpgsql AS \$\$
 DECLARE
   q text := 'SELECT is_leader, state FROM rp_elections() WHERE name = ''$ELECTION''';
@@ -56,11 +55,9 @@ BEGIN
     INSERT INTO samples VALUES (run, extract(epoch FROM ta) * 1000,
       extract(epoch FROM clock_timestamp() - ta) * 1000, al, bl, ast, bst);
     n := n + 1;
-    IF n <= 20 THEN PERFORM set_config('application_name', 'sampler ' || run || ' ' || n, false); END IF;
-    PERFORM pg_sleep(step_ms / 1000);
+    IF n = 20 THEN RAISE NOTICE 'sampling'; END IF;
+    PERFORM pg_sleep(0.002);
   END LOOP;
-  PERFORM dblink_disconnect('a');
-  PERFORM dblink_disconnect('b');
   RETURN n;
 END \$\$;
 -- The resource both leaders write to, fenced by the epoch, and a naive
@@ -70,11 +67,7 @@ CREATE TRIGGER fence BEFORE INSERT OR UPDATE ON schedule
   FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('epoch');
 CREATE TABLE naive_schedule (id int PRIMARY KEY, owner text, epoch bigint);
 INSERT INTO schedule VALUES (1, 'nobody', 0);
-INSERT INTO naive_schedule VALUES (1, 'nobody', 0);
--- Run a statement; 'ok' or its SQLSTATE.
-CREATE FUNCTION try(stmt text) RETURNS text LANGUAGE plpgsql AS \$\$
-BEGIN EXECUTE stmt; RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE; END \$\$;});
+INSERT INTO naive_schedule VALUES (1, 'nobody', 0);});
 
 # Sample node a and node b for $secs in the background, once the sampler has
 # taken 20 pairs (on a loaded machine connecting may take longer than any
@@ -82,15 +75,12 @@ EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE; END \$\$;});
 sub sample_start
 {
 	my ($run, $a, $b, $secs) = @_;
-	my $p = psql_start($obs, "SELECT sample('$run', \$\$" . $a->connstr('postgres') . "\$\$, \$\$"
-		  . $b->connstr('postgres') . "\$\$, $secs, 2)");
-	$obs->poll_query_until('postgres',
-		"SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'sampler $run 20'")
-	  or diag("the sampler of run $run did not start");
-	return $p;
+	return psql_start($obs, "SELECT sample('$run', \$\$" . $a->connstr('postgres') . "\$\$, \$\$"
+		  . $b->connstr('postgres') . "\$\$, $secs)", qr/sampling/);
 }
 
-# Stats of one run, relative to t0 (epoch ms).  A window is the sum, over
+# Stats of one run, relative to t0 (epoch ms), once its sampler has ended
+# (the samples commit at its end).  A window is the sum, over
 # samples where the condition holds, of the time to the next sample;
 # *_after: ms from t0 to the first sample after it with the condition (-1:
 # never); a_last_true: ms from t0 to the last sample before t_end at which
@@ -98,8 +88,9 @@ sub sample_start
 # earlier, never later: it is the sound bound to assert on).
 sub sample_stats
 {
-	my ($run, $t0, $t_end) = @_;
-	my %s = map { split /=/ } split /\n/, sql($obs, qq{
+	my ($sampler, $run, $t0, $t_end) = @_;
+	psql_finish($sampler);
+	return { map { split /=/ } split /\n/, sql($obs, qq{
 	CREATE TEMP VIEW s AS
 	  SELECT *, lead(t_ms) OVER (ORDER BY t_ms) - t_ms AS dt
 	  FROM samples WHERE run = '$run';
@@ -114,8 +105,7 @@ sub sample_stats
 	UNION ALL SELECT 'a_last_true=' || coalesce(round((max(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND t_ms < $t_end AND a_leader
 	UNION ALL SELECT 'a_believed_after=' || coalesce(round((min(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND NOT a_leader
 	UNION ALL SELECT 'a_flag_after=' || coalesce(round((min(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND a_state <> 'leader'
-	UNION ALL SELECT 'b_leads_after=' || coalesce(round((min(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND b_leader});
-	return \%s;
+	UNION ALL SELECT 'b_leads_after=' || coalesce(round((min(t_ms) - $t0)::numeric), -1) FROM s WHERE t_ms >= $t0 AND b_leader}) };
 }
 
 my $n1 = election_node('n1', $redis);
@@ -126,7 +116,7 @@ is(leaders($n1, $n2), 't|f',
 	'n1 leads, n2 follows');
 
 # ---- 1. the leader's elector is frozen for 1.5 s -------------------------
-my $epoch_a = node_epoch($n1);
+my $epoch_a = election($n1, 'epoch');
 # The naive table starts with nobody: what it holds at the end was written
 # during the stall.
 sql($obs, "UPDATE schedule SET owner = 'n1', epoch = $epoch_a; UPDATE naive_schedule SET owner = 'nobody', epoch = 0");
@@ -134,24 +124,22 @@ my $pid = elector_pid($n1);
 # During the stall every statement goes through a session opened before it:
 # starting a psql per statement takes seconds on a loaded machine.
 my %s = (n1 => session($n1), n2 => session($n2), obs => session($obs));
-my $epoch_q = "SELECT epoch FROM rp_elections() WHERE name = '$ELECTION'";
 my $sampler = sample_start('elector', $n1, $n2, 3.5);
 my $t0 = now_ms();
 kill 'STOP', $pid;
 # n2 takes over while n1 is frozen; both now write.
 my $t_b = sq($s{n2}, "SELECT round(wait_leader(true, 1400))");
-my $epoch_b = sq($s{n2}, $epoch_q);
-$epoch_b = 0 unless $epoch_b =~ /^\d+$/;
+my $epoch_b = sq($s{n2}, "SELECT coalesce(epoch, 0) FROM rp_elections() WHERE name = '$ELECTION'");
 my $flags = sq($s{n1}, 'SELECT state || \' \' || is_leader FROM rp_elections()');
-my $r_b = sq($s{obs}, "SELECT try('UPDATE schedule SET owner = ''n2'', epoch = $epoch_b')");
-my $r_a = sq($s{obs}, "SELECT try('UPDATE schedule SET owner = ''n1'', epoch = $epoch_a')");
+my $r_b = sq($s{obs}, "UPDATE schedule SET owner = 'n2', epoch = $epoch_b RETURNING owner");
+my $r_a = sq($s{obs}, "UPDATE schedule SET owner = 'n1', epoch = $epoch_a RETURNING owner");
 # The naive twin: each node writes when its own leadership flag (state, the
 # plain isLeader) says it leads, as an application trusting it would.
 my @naive_writers;
 for my $n ('n2', 'n1')
 {
-	next unless sq($s{$n}, "SELECT state FROM rp_elections() WHERE name = '$ELECTION'") eq 'leader';
-	my $e = sq($s{$n}, $epoch_q) || 0;
+	my ($state, $e) = split /\|/, sq($s{$n}, "SELECT state, coalesce(epoch, 0) FROM rp_elections() WHERE name = '$ELECTION'");
+	next unless $state eq 'leader';
 	sq($s{obs}, "UPDATE naive_schedule SET owner = '$n', epoch = $e");
 	push @naive_writers, $n;
 }
@@ -164,20 +152,19 @@ my $rest = $STALL_MS - ($t_w - $t0);
 usleep($rest * 1000) if $rest > 0;
 my $t_cont = now_ms();    # read before the thaw: nothing after it is "during the stall"
 kill 'CONT', $pid;
-psql_finish($sampler);
+my $S = sample_stats($sampler, 'elector', $t0, $t_cont);
 $_->quit for values %s;
 
 ok($t_b ne '', "n2 is elected while n1's elector is frozen");
 is($flags, 'leader false', 'frozen n1: its own flag still says leader, its deadline says no');
 ok($stopped_at_w && $t_w <= $t_cont, "both leaders wrote during the stall (n1's elector still stopped after the last write)");
-is($r_b, 'ok', "the new leader's write (epoch $epoch_b) is accepted by the fenced table");
-is($r_a, 'RP001', "the old leader's write with its stale epoch ($epoch_a) is refused (RP001)");
+is($r_b, 'n2', "the new leader's write (epoch $epoch_b) is accepted by the fenced table");
+is($r_a, 'ERROR:  RP001', "the old leader's write with its stale epoch ($epoch_a) is refused (RP001)");
 is(sql($obs, 'SELECT owner FROM naive_schedule') . ' (written by ' . join(', ', @naive_writers) . ')', 'n1 (written by n2, n1)',
 	"naive: both trusted their own leader flag and wrote; the stale leader's write came last and stands");
 is("$fw_b|$fw_a", 't|f', 'rp_fenced_write accepts the new epoch and refuses the stale one');
 cmp_ok($t_cont - $t0, '>=', $STALL_MS - 100, "n1's elector was frozen for the whole stall (" . ($t_cont - $t0) . ' ms)');
 
-my $S = sample_stats('elector', $t0, $t_cont);
 diag("elector stall: $S->{n} sample pairs, max gap $S->{max_gap} ms, max skew within a pair $S->{max_skew} ms");
 diag("split-brain window, naive flag (state): $S->{naive_window} ms over $S->{both_state} pairs (reference: 1095 ms)");
 diag("split-brain window, rp_is_leader: $S->{elector_window} ms over $S->{both_leader} pairs (margin $MARGIN ms)");
@@ -191,21 +178,20 @@ ok($S->{a_believed_after} > 0 && $S->{a_believed_after} <= $LEASE + $S->{max_gap
 	"and was seen false during the freeze, within a lease (+ one sampling gap), without its elector running ($S->{a_believed_after} ms)");
 
 $n1->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
-is(node_state($n1) . '|' . leaders($n2),
+is(election($n1, "state || ' ' || is_leader") . '|' . leaders($n2),
 	'follower false|t', 'after thawing, n1 follows and n2 leads');
 
 # ---- 2. Redis is frozen for 1.5 s ----------------------------------------
 # Now n2 leads.  Nobody can renew or campaign: the leader must stop
 # believing on its own, and nobody may believe until Redis answers again.
-$epoch_b = node_epoch($n2);
+$epoch_b = election($n2, 'epoch');
 $sampler = sample_start('redis', $n2, $n1, 4);
 $t0 = now_ms();
 $redis->freeze;
 usleep($STALL_MS * 1000);
 $t_cont = now_ms();
 $redis->thaw;
-psql_finish($sampler);
-$S = sample_stats('redis', $t0, $t_cont);
+$S = sample_stats($sampler, 'redis', $t0, $t_cont);
 diag("Redis stall: $S->{n} sample pairs, max gap $S->{max_gap} ms");
 diag("leader stopped believing $S->{a_believed_after} ms after Redis froze (last seen true at $S->{a_last_true} ms; its flag: $S->{a_flag_after} ms)");
 diag("split-brain window, rp_is_leader: $S->{elector_window} ms over $S->{both_leader} pairs; naive flag $S->{naive_window} ms");
@@ -215,16 +201,10 @@ ok($S->{a_believed_after} >= 0 && $S->{a_believed_after} < $t_cont - $t0,
 	"it was seen not believing before Redis answered again ($S->{a_believed_after} ms; -1 would be never)");
 is($S->{both_leader}, '0', 'rp_is_leader: never true on both servers in the same sample pair');
 # exactly one leads again once an elector has renewed against the thawed Redis
-my $leaders = '';
-wait_until(sub {
-	$leaders = leaders($n1, $n2);
-	return $leaders ne 'f|f';
-});
+wait_until(sub { leaders($n1, $n2) ne 'f|f' });
+my $leaders = leaders($n1, $n2);
 ok($leaders eq 't|f' || $leaders eq 'f|t', "after Redis thaws, exactly one server leads again ($leaders)");
-my $epoch_now = node_epoch($leaders eq 't|f' ? $n1 : $n2);
+my $epoch_now = election($leaders eq 't|f' ? $n1 : $n2, 'epoch');
 ok($epoch_now =~ /^\d+$/ && $epoch_now >= $epoch_b, "and its epoch ($epoch_now) did not go backwards (was $epoch_b)");
 
-$n1->stop;
-$n2->stop;
-$obs->stop;
 done_testing();

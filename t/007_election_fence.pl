@@ -18,17 +18,16 @@ use RedisPrimitives::Test::Election;
 
 my $redis = RedisPrimitives::Test::Redis->new;
 my $n1 = election_node('n1', $redis);
-sub sql { return scalar $n1->safe_psql($_[1] // 'postgres', $_[0]); }
 
 ok(wait_leader($n1, 'true', 5000) ne '', "n1's elector leads '$ELECTION'");
-my $e1 = node_epoch($n1);
+my $e1 = election($n1, 'epoch');
 
 # ---- leader-bound guard ----------------------------------------------------
-sql(qq{CREATE TABLE sched (id int PRIMARY KEY, v text, epoch bigint);
+sql($n1, qq{CREATE TABLE sched (id int PRIMARY KEY, v text, epoch bigint);
   CREATE TRIGGER sched_fence BEFORE INSERT OR UPDATE OR DELETE ON sched
     FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('epoch', 'leader=$ELECTION');
   INSERT INTO sched (id, v) VALUES (1, 'a')});
-is(sql('SELECT epoch FROM sched'), $e1, "leader-bound: the row is stamped with the elector's epoch");
+is(sql($n1, 'SELECT epoch FROM sched'), $e1, "leader-bound: the row is stamped with the elector's epoch");
 # Freeze the elector: its deadline passes and the writes stop at once.
 my $pid = elector_pid($n1);
 kill 'STOP', $pid;
@@ -39,35 +38,34 @@ kill 'CONT', $pid;
 ok(wait_leader($n1, 'true', 30000) ne '', 'the elector leads again after it resumes');
 
 # ---- epochs never go back --------------------------------------------------
-my $e2 = node_epoch($n1);
+my $e2 = election($n1, 'epoch');
 $redis->cli('FLUSHALL');
 my $e3 = '';
-wait_until(sub { $e3 = node_epoch($n1); return $e3 ne '' && $e3 ne $e2; });
+wait_until(sub { $e3 = election($n1, 'epoch'); return $e3 ne '' && $e3 ne $e2; });
 ok($e3 =~ /^\d+$/ && $e3 > $e2, "after FLUSHALL the elector's new epoch ($e3) is above the last one it held ($e2)");
-sql("UPDATE sched SET v = 'c'");
-is(sql('SELECT epoch FROM sched'), $e3, 'and the leader-bound table accepts the new term');
+sql($n1, "UPDATE sched SET v = 'c'");
+is(sql($n1, 'SELECT epoch FROM sched'), $e3, 'and the leader-bound table accepts the new term');
 $redis->cli('FLUSHALL');
-is(sql("SELECT rp_campaign('other', 'x', 10000)"), '1',
+is(sql($n1, "SELECT rp_campaign('other', 'x', 10000)"), '1',
 	'naive twin: a campaign with no floor after a FLUSHALL starts again at epoch 1');
-is(sql("SELECT rp_resign('other', 'x'); SELECT rp_campaign('other', 'x', 10000, 41)") =~ s/.*\n//sr, '42',
+is(sql($n1, "SELECT rp_resign('other', 'x'); SELECT rp_campaign('other', 'x', 10000, 41)") =~ s/.*\n//sr, '42',
 	"rp_campaign's floor: the new term is above it");
 
 # ---- every database sees the same election ----------------------------------
-wait_until(sub { node_epoch($n1) ne '' });
-sql('CREATE DATABASE db2');
-sql("ALTER DATABASE db2 SET redis_primitives.key_prefix = 'db2:'");
-sql('CREATE EXTENSION redis_primitives', 'db2');
-is(sql('SHOW redis_primitives.key_prefix', 'db2'), 'db2:', 'db2 has its own key_prefix');
-is(sql("SELECT node_id || ' ' || epoch FROM rp_leader('$ELECTION')", 'db2'), 'n1 ' . node_epoch($n1),
+wait_until(sub { election($n1, 'epoch') ne '' });
+sql($n1, 'CREATE DATABASE db2');
+sql($n1, "ALTER DATABASE db2 SET redis_primitives.key_prefix = 'db2:'");
+sql($n1, 'CREATE EXTENSION redis_primitives', 'db2');
+is(sql($n1, 'SHOW redis_primitives.key_prefix', 'db2'), 'db2:', 'db2 has its own key_prefix');
+is(sql($n1, "SELECT node_id || ' ' || epoch FROM rp_leader('$ELECTION')", 'db2'), 'n1 ' . election($n1, 'epoch'),
 	"in db2, rp_leader shows the elector's term (1.0: nobody)");
-is(sql("SELECT coalesce(rp_campaign('$ELECTION', 'intruder', 10000)::text, 'NULL')", 'db2'), 'NULL',
+is(sql($n1, "SELECT coalesce(rp_campaign('$ELECTION', 'intruder', 10000)::text, 'NULL')", 'db2'), 'NULL',
 	'in db2, an SQL campaign cannot win a second leadership');
-is(sql("SELECT rp_is_leader('$ELECTION')", 'db2'), 't', 'in db2, rp_is_leader reads the same belief');
-sql("SELECT rp_acquire('$ELECTION', 10000)", 'db2');
-is( sql("SELECT rp_is_leader('$ELECTION') AND (SELECT epoch FROM rp_leader('$ELECTION')) = " . node_epoch($n1)),
+is(sql($n1, "SELECT rp_is_leader('$ELECTION')", 'db2'), 't', 'in db2, rp_is_leader reads the same belief');
+sql($n1, "SELECT rp_acquire('$ELECTION', 10000)", 'db2');
+is( sql($n1, "SELECT rp_is_leader('$ELECTION') AND (SELECT epoch FROM rp_leader('$ELECTION')) = " . election($n1, 'epoch')),
 	't', 'a lock of the same name in db2\'s own namespace leaves the election alone');
 is($redis->cli('EXISTS', "db2:{$ELECTION}:fence") . ' ' . ($redis->cli('GET', "rp:{$ELECTION}:lock") =~ s/:.*//r),
 	'1 election', "db2's lock counts under db2:, the election holds its lock under the server-wide prefix");
 
-$n1->stop;
 done_testing();

@@ -6,8 +6,9 @@
 #   sqlstate($node, $sql)          'OK', or the error's SQLSTATE
 #   my $s = session($node);  sq($s, $sql)    one long-lived session;
 #                                  an error reads "ERROR:  <SQLSTATE>"
-#   my $p = psql_start($node, $sql);  psql_finish($p)   a statement run in
-#                                  the background (a load, a waiter)
+#   my $p = psql_start($node, $sql, qr/running/);  psql_finish($p)   a
+#                                  statement run in the background (a load,
+#                                  a waiter), once its NOTICE says it runs
 #   my $p = lease_load($node, 'log', $secs, \@names, $call)   lock calls
 #                                  in the background, each logged in a table
 #   now_ms()                       wall-clock milliseconds
@@ -102,33 +103,35 @@ sub sq
 
 # A session that runs $sql and ends: psql_finish waits for it.  Twice the
 # harness's timeout bounds it all (a load, a waiter).  It returns once
-# connected, with the statement sent: a caller that needs it running waits
-# for that (Election.pm's waiter_running).
+# connected, with the statement sent; given $running, once the statement
+# also said so in a NOTICE that matches it (a waiter polling: on a loaded
+# machine connecting may take longer than any fixed sleep, and asking
+# pg_stat_activity from another psql takes as long again).
 sub psql_start
 {
-	my ($node, $sql) = @_;
+	my ($node, $sql, $running) = @_;
 	my $p = $node->background_psql('postgres', timeout => 2 * $PostgreSQL::Test::Utils::timeout_default);
 	$p->{stdin} .= "$sql;\n\\q\n";
 	$p->{run}->pump_nb;
+	pump_until($p->{run}, $p->{timeout}, \$p->{stderr}, $running) if $running;
 	return $p;
 }
 
-# Lock calls on each of @$names in turn for $secs seconds, in the
-# background (psql_finish waits for them): each call's outcome is a row of
-# table $log (at, name, ok, state: SQLSTATE and message, fence of l).  $call
-# is the PL/pgSQL of one call on name n, its lease in l (by default an
-# acquire and its release).
+# Lock calls on each of @$names (no spaces in a name) in turn for $secs
+# seconds, in the background (psql_finish waits for them): each call's
+# outcome is a row of table $log (at, name, ok, state: SQLSTATE and
+# message, fence of l).  $call is the PL/pgSQL of one call on name n, its
+# lease in l (by default an acquire and its release).
 sub lease_load
 {
 	my ($node, $log, $secs, $names, $call) = @_;
 	$call //= 'l := rp_acquire(n, 5000); PERFORM rp_release(l);';
-	$node->safe_psql('postgres', qq{
-CREATE TABLE $log (at timestamptz NOT NULL, name text, ok bool NOT NULL, state text, fence bigint);
-CREATE PROCEDURE ${log}_load(secs float8, names text[]) LANGUAGE plpgsql AS \$\$
-DECLARE l rp_lease; n text; stop timestamptz := clock_timestamp() + secs * interval '1 second';
+	$node->safe_psql('postgres', "CREATE TABLE $log (at timestamptz NOT NULL, name text, ok bool NOT NULL, state text, fence bigint)");
+	return psql_start($node, qq{DO \$\$
+DECLARE l rp_lease; n text; stop timestamptz := clock_timestamp() + $secs * interval '1 second';
 BEGIN
   WHILE clock_timestamp() < stop LOOP
-    FOREACH n IN ARRAY names LOOP
+    FOREACH n IN ARRAY string_to_array('@$names', ' ') LOOP
       BEGIN
         $call
         INSERT INTO $log VALUES (clock_timestamp(), n, true, NULL, l.fence);
@@ -140,7 +143,6 @@ BEGIN
     END LOOP;
   END LOOP;
 END \$\$});
-	return psql_start($node, "CALL ${log}_load($secs, ARRAY[" . join(',', map { "'$_'" } @$names) . '])');
 }
 
 # Wait for it; its output, chomped (what it printed so far if it ran past
