@@ -190,4 +190,7 @@ my ($bad, $follower) = split / /, psql_finish($poller);
 ok(defined $follower && $follower > 0, 'n2 stepped down when another holder took the term from under it (' . ($follower // 'no') . ' samples)');
 is($bad, '0', "and from that sample on, n2's rp_is_leader was false: stepping down cleared the deadline");
 
+# A clean (fast) stop: an elector that does not exit fails the test here
+# (the harness's own teardown at exit is an immediate stop, which would not).
+$_->stop for ($n1, $n2);
 done_testing();

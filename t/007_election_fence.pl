@@ -68,4 +68,7 @@ is( sql($n1, "SELECT rp_is_leader('$ELECTION') AND (SELECT epoch FROM rp_leader(
 is($redis->cli('EXISTS', "db2:{$ELECTION}:fence") . ' ' . ($redis->cli('GET', "rp:{$ELECTION}:lock") =~ s/:.*//r),
 	'1 election', "db2's lock counts under db2:, the election holds its lock under the server-wide prefix");
 
+# A clean (fast) stop: an elector that does not exit fails the test here
+# (the harness's own teardown at exit is an immediate stop, which would not).
+$n1->stop;
 done_testing();
