@@ -116,18 +116,24 @@ rp_stop_servers() {
 	rm -rf "$RP_TMP"
 }
 
-# The temporary folder (removed on exit, whatever happens), the ports, and a
-# running Redis; exports PGHOST PGPORT PGUSER REDIS_PORT RP_TMP.
-rp_prepare_servers() {
+# rp_make_tmp: the temporary folder, removed with every server in it on exit
+# (whatever happened); exports RP_TMP PGUSER PGDATABASE.
+rp_make_tmp() {
 	RP_TMP=$(mktemp -d /tmp/redis_primitives.XXXXXX)
 	chmod 755 "$RP_TMP"
 	[ "$(id -u)" -eq 0 ] && chown postgres: "$RP_TMP"
 	trap rp_stop_servers EXIT
 	trap 'exit 130' INT TERM
-	export RP_TMP
+	export RP_TMP PGUSER=postgres PGDATABASE=postgres
+}
+
+# rp_make_tmp, the ports, and a running Redis; exports PGHOST PGPORT
+# REDIS_PORT too.
+rp_prepare_servers() {
+	rp_make_tmp
 	export REDIS_PORT=$(rp_free_port)
 	export PGPORT=$(rp_free_port)
-	export PGHOST=$RP_TMP PGUSER=postgres PGDATABASE=postgres
+	export PGHOST=$RP_TMP
 	rp_start_redis "$REDIS_PORT"
 }
 
