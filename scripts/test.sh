@@ -35,7 +35,8 @@
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
-# count FILE KIND [RC]: add FILE's checks to the totals and to ran[KIND].
+# count FILE KIND [RC]: add FILE's checks to the totals (their number:
+# counted).
 count() {
 	local out=$1 kind=$2 rc=${3:-0} ok bad skipped
 	ok=$(grep -cE '^ *ok [0-9]+' "$out")
@@ -44,17 +45,15 @@ count() {
 	bad=$((bad + $(grep -cE 'Bad plan|Dubious|Parse errors|No plan found' "$out")))
 	# so does a skipped plan, unless skips are allowed
 	skipped=$(grep -ciE '^ *1\.\.0 *# *skip|\.\. skipped' "$out")
-	if [ "$skipped" -gt 0 ]; then
-		if [ -n "${RP_ALLOW_SKIP:-}" ]; then
-			echo "# $skipped skipped plan(s), allowed by RP_ALLOW_SKIP"
-		else
-			echo "# $skipped skipped plan(s): a skip fails the run (RP_ALLOW_SKIP=1 allows it)"
-			bad=$((bad + skipped))
-		fi
+	if [ "$skipped" -gt 0 ] && [ -n "${RP_ALLOW_SKIP:-}" ]; then
+		echo "# $skipped skipped plan(s), allowed by RP_ALLOW_SKIP"
+	elif [ "$skipped" -gt 0 ]; then
+		echo "# $skipped skipped plan(s): a skip fails the run (RP_ALLOW_SKIP=1 allows it)"
+		bad=$((bad + skipped))
 	fi
 	# prove failed although no check did (a script that exited non-zero)
 	[ "$rc" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
-	passed=$((passed + ok)); failed=$((failed + bad)); ran[$kind]=$((ok + bad))
+	passed=$((passed + ok)); failed=$((failed + bad)); counted=$((ok + bad))
 	[ "$bad" -gt 0 ] && failures+=("$kind")
 }
 
@@ -128,28 +127,23 @@ retire_slot() {
 # file still running after RP_FILE_TIMEOUT seconds (900) is killed and
 # fails: a hung test must not hang make test.
 run_file() {
-	local f=$1 kind=scenarios limit=${RP_FILE_TIMEOUT:-900} rc out log k= cmd=(bash "$1")
+	local f=$1 kind=scenarios limit=${RP_FILE_TIMEOUT:-900} rc out log k= diffs= cmd=(bash "$1")
 	case $f in
 	t/*) kind=tap ;;
 	# a pgTAP file as pg_prove runs it
 	test/pgtap/*) kind=pgtap cmd=(psql -X -A -q -t -P pager=off -v ON_ERROR_STOP=1 -d rp_test -f "$f") ;;
 	# pg_regress and isolation write results/ and output_iso/ into the tree
-	regress) kind=regress cmd=(make -s installcheck ISOLATION= TAP_TESTS=) ;;
-	isolation) kind=isolation cmd=(make -s installcheck REGRESS= TAP_TESTS=) ;;
+	regress) kind=regress diffs=regression.diffs cmd=(make -s installcheck ISOLATION= TAP_TESTS=) ;;
+	isolation) kind=isolation diffs=output_iso/regression.diffs cmd=(make -s installcheck REGRESS= TAP_TESTS=) ;;
 	esac
 	out=$OUT/$kind/$(basename "$f").out
 	echo "---- $f" >"$out"
 	if [ "$kind" = tap ]; then
 		# What PGXS's prove_installcheck does (TAP_TESTS = 1), with the
-		# nodes' folders under $TAPDIR, as the postgres user when we are
-		# root: PostgreSQL::Test::Cluster starts its own servers.
-		# PG_TEST_TIMEOUT_DEFAULT bounds every poll and wait of the harness
-		# (180 s by default, and counted in attempts, which a loaded machine
-		# stretches): a broken test fails in minutes, not quarter-hours.
-		rp_as_pg timeout -k 10 "$limit" env TESTDIR="$TAPDIR" PATH="$PATH" \
-			PG_TEST_TIMEOUT_DEFAULT="${PG_TEST_TIMEOUT_DEFAULT:-60}" \
-			PG_REGRESS="$PGXS_DIR/test/regress/pg_regress" \
-			perl -I "$PGXS_DIR/test/perl" -I t/lib "$f"
+		# nodes' folders under $TESTDIR, as the postgres user when we are
+		# root (runuser keeps the environment): PostgreSQL::Test::Cluster
+		# starts its own servers.
+		rp_as_pg timeout -k 10 "$limit" perl -I "$PGXS_DIR/test/perl" -I t/lib "$f"
 	elif take_slot; then
 		timeout -k 10 "$limit" "${cmd[@]}" {SLOT}>&-
 	else
@@ -157,13 +151,12 @@ run_file() {
 		false
 	fi >>"$out" 2>&1
 	rc=$?
-	if [ "$kind" = regress ] || [ "$kind" = isolation ]; then
+	# pg_regress's "test NAME ... ok|FAILED" as TAP, and its diffs
+	if [ -n "$diffs" ]; then
 		log=$(awk '/^test .* \.\.\. (ok|FAILED)/ { print ($4 == "ok" ? "" : "not ") "ok " ++n " - " $2 }
 			END { print "1.." n }' "$out")
 		echo "$log" >>"$out"
-		[ "$rc" -ne 0 ] && for log in regression.diffs output_iso/regression.diffs; do
-			[ -f "$log" ] && { echo "---- $log"; head -200 "$log"; } | sed 's/^/# /'
-		done >>"$out"
+		[ "$rc" -ne 0 ] && [ -f "$diffs" ] && { echo "---- $diffs"; head -200 "$diffs"; } | sed 's/^/# /' >>"$out"
 	fi
 	cat "$out"  # to prove
 	[ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] &&
@@ -177,7 +170,7 @@ run_file() {
 		retire_slot
 	fi
 	# the logs of a failed t/*.pl file's nodes, where the report prints them
-	[ "$rc" -ne 0 ] && [ "$kind" = tap ] && for log in "$TAPDIR"/tmp_check/log/*"$(basename "$f" .pl)"*; do
+	[ "$rc" -ne 0 ] && [ "$kind" = tap ] && for log in "$TESTDIR"/tmp_check/log/*"$(basename "$f" .pl)"*; do
 		[ -f "$log" ] && { echo "---- $log (last 30 lines)"; tail -30 "$log"; }
 	done >>"$out"
 	return "$rc"
@@ -191,12 +184,15 @@ cd "$RP_ROOT"
 
 suites=${RP_SUITES:-regress isolation pgtap scenarios tap}
 [ "${RP_LANES:-3}" -ge 1 ] 2>/dev/null || RP_LANES=1  # one slot per job: 0 would wait for ever
-export RP_LANES=${RP_LANES:-3} RUN=$RP_TMP OUT=$RP_TMP/out TAPDIR=$RP_TMP/tap
+export RP_LANES=${RP_LANES:-3} RUN=$RP_TMP OUT=$RP_TMP/out TESTDIR=$RP_TMP/tap
 export PGXS_DIR=$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")
+# for t/*.pl: PG_TEST_TIMEOUT_DEFAULT bounds every poll and wait of the
+# harness (180 s by default, and counted in attempts, which a loaded
+# machine stretches): a broken test fails in minutes, not quarter-hours.
+export PG_REGRESS=$PGXS_DIR/test/regress/pg_regress PG_TEST_TIMEOUT_DEFAULT=${PG_TEST_TIMEOUT_DEFAULT:-60}
 passed=0 failed=0 failures=() empty=() checked=0
-declare -A ran  # suite -> checks it counted
 mkdir -p "$OUT"/{regress,isolation,pgtap,scenarios,tap}
-rp_as_pg mkdir "$TAPDIR"
+rp_as_pg mkdir "$TESTDIR"
 
 echo "==== layers"
 if python3 scripts/check-layers.py; then
@@ -232,8 +228,8 @@ files_rc=$?
 for s in $suites; do
 	echo "==== $s"; cat "$OUT/$s"/*.out >"$OUT/$s.all" 2>/dev/null
 	cat "$OUT/$s.all"; count "$OUT/$s.all" "$s"
-	checked=$((checked + ran[$s]))
-	[ "${ran[$s]}" -eq 0 ] && empty+=("$s")
+	checked=$((checked + counted))
+	[ "$counted" -eq 0 ] && empty+=("$s")
 done
 echo "==== prove (every suite's files)"
 cat "$OUT/prove.out"; count "$OUT/prove.out" prove "$files_rc"

@@ -132,8 +132,7 @@ session_timed() {  # name sql
 # Children started meanwhile (a daemonized redis-server) may hold the FIFO
 # open, so closing our end is not enough: end the psql too.
 session_close() {
-	local fdvar="_fd_$1"
-	eval "exec ${!fdvar}>&-"
+	eval "exec {_fd_$1}>&-"
 	kill "$(cat "$RP_TMP/$1.pid")" 2>/dev/null
 	wait "$(cat "$RP_TMP/$1.pid")" 2>/dev/null
 	rm -f "$RP_TMP/$1".{in,out,pid}
