@@ -95,7 +95,7 @@ take_slot() {
 		sleep 0.1
 	done
 	for try in 1 2 3; do
-		{ [ -f "$OUT/slot-$k.env" ] || start_slot; } && source "$OUT/slot-$k.env" &&
+		{ [ -f "$RUN/slot-$k/env" ] || start_slot; } && source "$RUN/slot-$k/env" &&
 			[ "$(printf 'flushall\nscript flush\n' | timeout -k 5 30 redis-cli -p "$REDIS_PORT")" = $'OK\nOK' ] &&
 			timeout -k 5 60 psql -X -q -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS rp_test WITH (FORCE)" \
 				-c "CREATE DATABASE rp_test TEMPLATE rp_template" \
@@ -113,14 +113,12 @@ start_slot() {
 	rp_start_redis "$REDIS_PORT" {SLOT}>&- && rp_start_pg pg "$PGPORT" "${RP_EXTRA_CONF:-}" {SLOT}>&- &&
 		psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE rp_template" -c '\c rp_template' \
 			-c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION redis_primitives" -f test/setup.sql >/dev/null &&
-		echo "export RP_TMP=$RP_TMP PGHOST=$PGHOST PGPORT=$PGPORT REDIS_PORT=$REDIS_PORT" >"$OUT/slot-$k.env"
+		echo "export RP_TMP=$RP_TMP PGHOST=$PGHOST PGPORT=$PGPORT REDIS_PORT=$REDIS_PORT" >"$RP_TMP/env"
 }
 # retire_slot: stop every server of slot $k (a server a file started there
-# too, a stopped Redis as well) and forget it: the next file starts anew.
-retire_slot() {
-	RP_TMP=$RUN/slot-$k rp_stop_servers
-	rm -f "$OUT/slot-$k.env"
-}
+# too, a stopped Redis as well) and remove its folder, env included: the
+# next file starts anew.
+retire_slot() { RP_TMP=$RUN/slot-$k rp_stop_servers; }
 
 # run_file FILE (prove's --exec): one file of a suite, its output kept in
 # $OUT/KIND/ (printed at the end) and then handed to prove as its TAP.  A
@@ -153,9 +151,8 @@ run_file() {
 	rc=$?
 	# pg_regress's "test NAME ... ok|FAILED" as TAP, and its diffs
 	if [ -n "$diffs" ]; then
-		log=$(awk '/^test .* \.\.\. (ok|FAILED)/ { print ($4 == "ok" ? "" : "not ") "ok " ++n " - " $2 }
-			END { print "1.." n }' "$out")
-		echo "$log" >>"$out"
+		echo "$(awk '/^test .* \.\.\. (ok|FAILED)/ { print ($4 == "ok" ? "" : "not ") "ok " ++n " - " $2 }
+			END { print "1.." n }' "$out")" >>"$out"
 		[ "$rc" -ne 0 ] && [ -f "$diffs" ] && { echo "---- $diffs"; head -200 "$diffs"; } | sed 's/^/# /' >>"$out"
 	fi
 	cat "$out"  # to prove
@@ -184,7 +181,7 @@ cd "$RP_ROOT"
 
 suites=${RP_SUITES:-regress isolation pgtap scenarios tap}
 [ "${RP_LANES:-3}" -ge 1 ] 2>/dev/null || RP_LANES=1  # one slot per job: 0 would wait for ever
-export RP_LANES=${RP_LANES:-3} RUN=$RP_TMP OUT=$RP_TMP/out TESTDIR=$RP_TMP/tap
+export RP_LANES=${RP_LANES:-3} RUN=$RP_TMP OUT=$RP_TMP/out TESTDIR=$RP_TMP
 export PGXS_DIR=$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")
 # for t/*.pl: PG_TEST_TIMEOUT_DEFAULT bounds every poll and wait of the
 # harness (180 s by default, and counted in attempts, which a loaded
@@ -192,7 +189,6 @@ export PGXS_DIR=$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")
 export PG_REGRESS=$PGXS_DIR/test/regress/pg_regress PG_TEST_TIMEOUT_DEFAULT=${PG_TEST_TIMEOUT_DEFAULT:-60}
 passed=0 failed=0 failures=() empty=() checked=0
 mkdir -p "$OUT"/{regress,isolation,pgtap,scenarios,tap}
-rp_as_pg mkdir "$TESTDIR"
 
 echo "==== layers"
 if python3 scripts/check-layers.py; then
@@ -212,14 +208,13 @@ stop_all() {
 }
 trap stop_all EXIT
 
+# No file at all (an RP_ONLY that matches none): prove runs none (t/ holds
+# no .t file), and the run fails below for checking nothing.
 files=$(files_heaviest_first | awk 'NF && !seen[$0]++')
-touch "$OUT/prove.out"
-if [ -n "$files" ]; then
-	setsid prove -j "$RP_LANES" --timer --exec "bash $RP_ROOT/scripts/test.sh --file" $files \
-		>"$OUT/prove.out" 2>&1 &
-	files_sid=$!
-	wait "$files_sid"
-fi
+setsid prove -j "$RP_LANES" --timer --exec "bash $RP_ROOT/scripts/test.sh --file" $files \
+	>"$OUT/prove.out" 2>&1 &
+files_sid=$!
+wait "$files_sid"
 files_rc=$?
 
 # A suite that counted no check fails the run (a misspelt name in RP_SUITES,

@@ -18,8 +18,7 @@ _tap() {
 	_tap_n=$((_tap_n + 1))
 	if [ "$1" -eq 0 ]; then echo "ok $_tap_n - $2"; return; fi
 	echo "not ok $_tap_n - $2"; _tap_failed=$((_tap_failed + 1))
-	local d
-	for d in "${@:3}"; do echo "#   $d"; done
+	[ $# -le 2 ] || printf '#   %s\n' "${@:3}"
 }
 ok() { _tap "$1" "$2"; }  # condition-exit-status description
 is() { [ "$1" = "$2" ]; _tap $? "$3" "got:      '$1'" "expected: '$2'"; }  # got expected description
@@ -97,11 +96,10 @@ send_to_sleeping_redis() {
 }
 
 session_open() {  # name
-	local n=$1
-	mkfifo "$RP_TMP/$n.in"
-	psql -X -At -q -d "$RP_DB" -v VERBOSITY=sqlstate <"$RP_TMP/$n.in" >"$RP_TMP/$n.out" 2>&1 &
-	echo $! >"$RP_TMP/$n.pid"
-	eval "exec {_fd_$n}>\"$RP_TMP/$n.in\""
+	mkfifo "$RP_TMP/$1.in"
+	psql -X -At -q -d "$RP_DB" -v VERBOSITY=sqlstate <"$RP_TMP/$1.in" >"$RP_TMP/$1.out" 2>&1 &
+	echo $! >"$RP_TMP/$1.pid"
+	eval "exec {_fd_$1}>\"$RP_TMP/$1.in\""
 }
 # session_q: send SQL and a marker, wait for the marker, print what came
 # after the previous one.
