@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh -- the one command for every test (`make test`; .ci/run).
 #
-# Builds and installs the extension, starts a throwaway PostgreSQL and Redis,
-# and runs every suite against them:
+# Builds and installs the extension, starts throwaway PostgreSQL and Redis
+# servers (a pair per slot, below), and runs every suite against them:
 #   pg_regress      sql/ + expected/           deterministic SQL behaviour
 #   isolation       test/isolation/specs/      concurrency interleavings
 #   pgTAP           test/pgtap/*.sql           psql, as pg_prove runs them
