@@ -57,8 +57,7 @@ now_ms() { date +%s%3N; }
 # for eval) every 0.05 s until it holds (status 0) or SECONDS have passed (1).
 wait_for() {
 	local end=$(( $(now_ms) + $1 * 1000 )); shift
-	while :; do
-		eval "$*" && return 0
+	until eval "$*"; do
 		[ "$(now_ms)" -ge "$end" ] && return 1
 		sleep 0.05
 	done
@@ -70,10 +69,8 @@ rp_port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # socket bound there passes the probe yet makes listen() fail.
 rp_free_port() {
 	local p
-	while :; do
-		p=$(( 20000 + RANDOM % 12000 ))
-		rp_port_taken "$p" || { echo "$p"; return; }
-	done
+	until p=$(( 20000 + RANDOM % 12000 )); ! rp_port_taken "$p"; do :; done
+	echo "$p"
 }
 
 rp_start_redis() {  # port [extra args...]
@@ -105,7 +102,7 @@ rp_stop_servers() {
 	local f
 	# our servers, the slots' of scripts/test.sh, and the nodes a t/*.pl
 	# test left behind when it was killed
-	for f in "$RP_TMP"/*/postmaster.pid "$RP_TMP"/*/*/postmaster.pid "$RP_TMP"/tap/tmp_check/*/pgdata/postmaster.pid; do
+	for f in "$RP_TMP"/*/postmaster.pid "$RP_TMP"/*/*/postmaster.pid "$RP_TMP"/tmp_check/*/pgdata/postmaster.pid; do
 		[ -f "$f" ] && rp_as_pg pg_ctl -D "$(dirname "$f")" -m immediate stop >/dev/null 2>&1
 	done
 	# every Redis and Sentinel working in our folder, pid file or not (it
@@ -116,18 +113,24 @@ rp_stop_servers() {
 	rm -rf "$RP_TMP"
 }
 
-# The temporary folder (removed on exit, whatever happens), the ports, and a
-# running Redis; exports PGHOST PGPORT PGUSER REDIS_PORT RP_TMP.
-rp_prepare_servers() {
+# rp_make_tmp: the temporary folder, removed with every server in it on exit
+# (whatever happened); exports RP_TMP PGUSER PGDATABASE.
+rp_make_tmp() {
 	RP_TMP=$(mktemp -d /tmp/redis_primitives.XXXXXX)
 	chmod 755 "$RP_TMP"
 	[ "$(id -u)" -eq 0 ] && chown postgres: "$RP_TMP"
 	trap rp_stop_servers EXIT
 	trap 'exit 130' INT TERM
-	export RP_TMP
+	export RP_TMP PGUSER=postgres PGDATABASE=postgres
+}
+
+# rp_make_tmp, the ports, and a running Redis; exports PGHOST PGPORT
+# REDIS_PORT too.
+rp_prepare_servers() {
+	rp_make_tmp
 	export REDIS_PORT=$(rp_free_port)
 	export PGPORT=$(rp_free_port)
-	export PGHOST=$RP_TMP PGUSER=postgres PGDATABASE=postgres
+	export PGHOST=$RP_TMP
 	rp_start_redis "$REDIS_PORT"
 }
 
@@ -160,10 +163,7 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 shared_buffers = 128MB
-logging_collector = off
-log_min_messages = warning
 shared_preload_libraries = 'redis_primitives'
-redis_primitives.host = '127.0.0.1'
 redis_primitives.port = $REDIS_PORT
 redis_primitives.connect_timeout = 1000
 redis_primitives.command_timeout = 1000
@@ -172,7 +172,6 @@ CONF
 }
 
 rp_stop_pg() {  # name [mode]
-	[ -f "$RP_TMP/$1/postmaster.pid" ] || return 0
 	rp_as_pg pg_ctl -D "$RP_TMP/$1" -m "${2:-fast}" -w stop >/dev/null 2>&1
 }
 
@@ -184,8 +183,7 @@ tls_make_certs() {
 	perl -I "$RP_ROOT/t/lib" -MRedisPrimitives::Test::Certs \
 		-e 'RedisPrimitives::Test::Certs::make_certs(@ARGV)' "$1" ||
 		{ rp_log "# could not make the test certificates"; return 1; }
-	[ "$(id -u)" -eq 0 ] && chown -R postgres: "$1"
-	return 0
+	[ "$(id -u)" -ne 0 ] || chown -R postgres: "$1"
 }
 tls_redis_args() {
 	echo --port 0 --tls-port "$3" --tls-cert-file "$1/$2.crt" --tls-key-file "$1/$2.key" \

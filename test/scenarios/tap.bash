@@ -18,24 +18,18 @@ _tap() {
 	_tap_n=$((_tap_n + 1))
 	if [ "$1" -eq 0 ]; then echo "ok $_tap_n - $2"; return; fi
 	echo "not ok $_tap_n - $2"; _tap_failed=$((_tap_failed + 1))
-	local d
-	for d in "${@:3}"; do echo "#   $d"; done
+	[ $# -le 2 ] || printf '#   %s\n' "${@:3}"
 }
 ok() { _tap "$1" "$2"; }  # condition-exit-status description
 is() { [ "$1" = "$2" ]; _tap $? "$3" "got:      '$1'" "expected: '$2'"; }  # got expected description
 # cmp_ok a op b description   (integers; an empty or non-numeric side fails)
 cmp_ok() { [ "$1" "$2" "$3" ] 2>/dev/null; _tap $? "$4" "'$1' $2 '$3' is false"; }
 # q SQL...: run statements in one session, print unaligned tuples only.
-q() {
-	local args=() s
-	for s in "$@"; do args+=(-c "$s"); done
-	psql -X -At -q -v ON_ERROR_STOP=1 -d "$RP_DB" "${args[@]}"
-}
+q() { psql -X -At -q -v ON_ERROR_STOP=1 -d "$RP_DB" "${@/#/-c}"; }
 # q_state SQL...: like q, but print only the SQLSTATE of the error (or OK).
 q_state() {
 	local out
-	out=$(PGOPTIONS="${PGOPTIONS:-}" psql -X -At -q -v ON_ERROR_STOP=1 -v VERBOSITY=sqlstate -d "$RP_DB" \
-		-c '\set VERBOSITY sqlstate' "${@/#/-c}" 2>&1 >/dev/null)
+	out=$(q '\set VERBOSITY sqlstate' "$@" 2>&1 >/dev/null)
 	if [ -z "$out" ]; then echo OK; else echo "$out" | sed -n 's/^.*ERROR:  *\([0-9A-Z]\{5\}\).*$/\1/p' | head -1; fi
 }
 redis() { redis-cli -p "$REDIS_PORT" "$@"; }
@@ -102,23 +96,20 @@ send_to_sleeping_redis() {
 }
 
 session_open() {  # name
-	local n=$1
-	mkfifo "$RP_TMP/$n.in"
-	psql -X -At -q -d "$RP_DB" -v VERBOSITY=sqlstate <"$RP_TMP/$n.in" >"$RP_TMP/$n.out" 2>&1 &
-	echo $! >"$RP_TMP/$n.pid"
-	eval "exec {_fd_$n}>\"$RP_TMP/$n.in\""
-	echo 0 >"$RP_TMP/$n.seen"
-	session_q "$n" '\set VERBOSITY sqlstate' >/dev/null
+	mkfifo "$RP_TMP/$1.in"
+	psql -X -At -q -d "$RP_DB" -v VERBOSITY=sqlstate <"$RP_TMP/$1.in" >"$RP_TMP/$1.out" 2>&1 &
+	echo $! >"$RP_TMP/$1.pid"
+	eval "exec {_fd_$1}>\"$RP_TMP/$1.in\""
 }
+# session_q: send SQL and a marker, wait for the marker, print what came
+# after the previous one.
 session_q() {  # name sql
-	local n=$1 fdvar="_fd_$1" marker="__done_${RANDOM}_$RANDOM" seen
-	local sql=$2
+	local n=$1 fdvar="_fd_$1" marker="__done_${RANDOM}_$RANDOM" sql=$2
 	case $sql in \\*) ;; *) sql="$sql;" ;; esac
 	printf '%s\n\\echo %s\n' "$sql" "$marker" >&"${!fdvar}"
 	wait_for 60 "grep -q '^$marker\$' '$RP_TMP/$n.out'"
-	seen=$(cat "$RP_TMP/$n.seen")
-	awk -v s="$seen" -v m="$marker" 'NR > s && $0 != m' "$RP_TMP/$n.out" | sed 's/^psql:[^ ]* //'
-	grep -n "^$marker\$" "$RP_TMP/$n.out" | cut -d: -f1 >"$RP_TMP/$n.seen"
+	awk -v m="$marker" '$0 == m { exit } /^__done_/ { out = ""; next } { out = out $0 "\n" } END { printf "%s", out }' \
+		"$RP_TMP/$n.out" | sed 's/^psql:[^ ]* //'
 }
 session_pid() { session_q "$1" "SELECT pg_backend_pid()"; }
 # ms_sql: the server's clock in ms, as SQL.
@@ -139,9 +130,8 @@ session_timed() {  # name sql
 # Children started meanwhile (a daemonized redis-server) may hold the FIFO
 # open, so closing our end is not enough: end the psql too.
 session_close() {
-	local fdvar="_fd_$1"
-	eval "exec ${!fdvar}>&-"
+	eval "exec {_fd_$1}>&-"
 	kill "$(cat "$RP_TMP/$1.pid")" 2>/dev/null
 	wait "$(cat "$RP_TMP/$1.pid")" 2>/dev/null
-	rm -f "$RP_TMP/$1".{in,out,pid,seen}
+	rm -f "$RP_TMP/$1".{in,out,pid}
 }
