@@ -18,14 +18,15 @@ _tap() {
 	_tap_n=$((_tap_n + 1))
 	if [ "$1" -eq 0 ]; then echo "ok $_tap_n - $2"; return; fi
 	echo "not ok $_tap_n - $2"; _tap_failed=$((_tap_failed + 1))
-	[ $# -le 2 ] || printf '#   %s\n' "${@:3}"
+	[ $# -le 2 ] || printf '%s\n' "${@:3}" | sed 's/^/#   /'  # every line: a value may span lines
 }
 ok() { _tap "$1" "$2"; }  # condition-exit-status description
 is() { [ "$1" = "$2" ]; _tap $? "$3" "got:      '$1'" "expected: '$2'"; }  # got expected description
 # cmp_ok a op b description   (integers; an empty or non-numeric side fails)
 cmp_ok() { [ "$1" "$2" "$3" ] 2>/dev/null; _tap $? "$4" "'$1' $2 '$3' is false"; }
-# q SQL...: run statements in one session, print unaligned tuples only.
-q() { psql -X -At -q -v ON_ERROR_STOP=1 -d "$RP_DB" "${@/#/-c}"; }
+# q SQL...: run statements in one session (an empty one runs nothing), print
+# unaligned tuples only.
+q() { psql -X -At -q -v ON_ERROR_STOP=1 -d "$RP_DB" "${@/#/--command=}"; }
 # q_state SQL...: like q, but print only the SQLSTATE of the error (or OK).
 q_state() {
 	local out
@@ -108,7 +109,7 @@ session_q() {  # name sql
 	case $sql in \\*) ;; *) sql="$sql;" ;; esac
 	printf '%s\n\\echo %s\n' "$sql" "$marker" >&"${!fdvar}"
 	wait_for 60 "grep -q '^$marker\$' '$RP_TMP/$n.out'"
-	awk -v m="$marker" '$0 == m { exit } /^__done_/ { out = ""; next } { out = out $0 "\n" } END { printf "%s", out }' \
+	awk -v m="$marker" '$0 == m { exit } /^__done_[0-9]+_[0-9]+$/ { out = ""; next } { out = out $0 "\n" } END { printf "%s", out }' \
 		"$RP_TMP/$n.out" | sed 's/^psql:[^ ]* //'
 }
 session_pid() { session_q "$1" "SELECT pg_backend_pid()"; }
