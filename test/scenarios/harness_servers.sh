@@ -10,10 +10,12 @@
 #   2. so does rp_start_servers, whose parts a slot of scripts/test.sh retries on
 #      other ports when it fails;
 #   3. rp_stop_servers never kills a Redis it did not start, even one that
-#      listens on its REDIS_PORT.
+#      listens on its REDIS_PORT;
+#   4. rp_stop_redis never kills the process that took the pid its pid file
+#      names once its Redis was gone (pids wrap within minutes here).
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 6
+plan 7
 
 P=$(rp_free_port)
 THEIRS=$(mktemp -d /tmp/redis_primitives.XXXXXX)
@@ -37,3 +39,13 @@ is "$(redis-cli -p "$P" info server | tr -d '\r' | sed -n 's/^process_id://p')" 
 cmp_ok "$rc" -ne 0 "rp_start_servers whose Redis could not listen on port $P fails"
 is "$(redis-cli -p "$P" info server | tr -d '\r' | sed -n 's/^process_id://p')" "$theirs_pid" \
 	"and its exit left the other lane's Redis running"
+
+# A Redis killed by a test leaves its pid file; its pid now belongs to
+# another process (one of ours here, working in another folder).
+mkdir -p "$MINE"
+sleep 60 & other=$!
+echo "$other" >"$MINE/redis-1.pid"
+( RP_TMP=$MINE; rp_stop_redis 1 ) >/dev/null 2>&1
+kill -0 "$other" 2>/dev/null
+ok $? "rp_stop_redis whose pid file is stale left the process that took that pid running"
+kill "$other" 2>/dev/null
