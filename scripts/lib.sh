@@ -93,7 +93,9 @@ rp_start_redis() {  # port [extra args...]
 rp_stop_redis() {  # port
 	redis-cli -p "$1" shutdown nosave >/dev/null 2>&1 || true
 	local pid; pid=$(cat "$RP_TMP/redis-$1.pid" 2>/dev/null) || return 0
-	kill -CONT "$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null || true
+	# a pid file outlives its server, and pids wrap: only a process working
+	# in our folder is ours
+	[ "$(readlink "/proc/$pid/cwd")" = "$RP_TMP" ] && { kill -CONT "$pid"; kill -9 "$pid"; } 2>/dev/null
 	rm -f "$RP_TMP/redis-$1.pid"
 }
 
