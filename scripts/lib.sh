@@ -90,12 +90,20 @@ rp_start_redis() {  # port [extra args...]
 	rp_log "Redis on port $port did not start"; cat "$RP_TMP/redis-$port.log" >&2; return 1
 }
 
+# rp_kill_ours PID...: SIGKILL (after SIGCONT: it may be stopped) each
+# process working in our folder, and no other: a pid file outlives its
+# server and pids wrap, so a pid may be anyone's by now.
+rp_kill_ours() {
+	local p
+	[ -n "${RP_TMP:-}" ] || return 1  # no folder: nothing is ours
+	for p in "$@"; do
+		case $(readlink "/proc/$p/cwd") in "$RP_TMP"|"$RP_TMP"/*) kill -CONT "$p"; kill -9 "$p" ;; esac
+	done 2>/dev/null
+}
+
 rp_stop_redis() {  # port
 	redis-cli -p "$1" shutdown nosave >/dev/null 2>&1 || true
-	local pid; pid=$(cat "$RP_TMP/redis-$1.pid" 2>/dev/null) || return 0
-	# a pid file outlives its server, and pids wrap: only a process working
-	# in our folder is ours
-	[ "$(readlink "/proc/$pid/cwd")" = "$RP_TMP" ] && { kill -CONT "$pid"; kill -9 "$pid"; } 2>/dev/null
+	rp_kill_ours $(cat "$RP_TMP/redis-$1.pid" 2>/dev/null)
 	rm -f "$RP_TMP/redis-$1.pid"
 }
 
@@ -109,9 +117,7 @@ rp_stop_servers() {
 	done
 	# every Redis and Sentinel working in our folder, pid file or not (it
 	# may be lost); never one of another run, even on our REDIS_PORT
-	for f in $(pgrep redis); do
-		case $(readlink "/proc/$f/cwd") in "$RP_TMP"|"$RP_TMP"/*) kill -CONT "$f"; kill -9 "$f" ;; esac
-	done 2>/dev/null
+	rp_kill_ours $(pgrep redis)
 	rm -rf "$RP_TMP"
 }
 
