@@ -62,14 +62,19 @@ ok $r "naive: one lock at a time in opposite orders, each holds one and waits fo
 is "$(race 0)" "both both" "rp_acquire_all in opposite orders: both workers get both locks"
 
 # --- A waiting call holds nothing ------------------------------------------
-# Another client holds w-2; a session waits for [w-1, w-2]; meanwhile w-1
-# must stay free, and once w-2 is free the waiter takes both.
-rc SET "rp:{w-2}:lock" other PX 1500 >/dev/null
-psql -X -At -q -d "$RP_DB" -c "SELECT array_length(rp_acquire_all(ARRAY['w-1', 'w-2'], 10000, 8000), 1)" \
+# Another client holds w-2 until we let go of it; a session waits for
+# [w-1, w-2]; once it has tried and is sleeping between tries (wait_event
+# Extension), w-1 must be free; once w-2 is deleted the waiter takes both.
+# No clock decides the order: on a loaded machine a hold with a TTL could
+# end before the check, and the waiter's rightful w-1 would read as held.
+rc SET "rp:{w-2}:lock" other PX 60000 >/dev/null
+psql -X -At -q -d "$RP_DB" -c "SELECT array_length(rp_acquire_all(ARRAY['w-1', 'w-2'], 10000, 30000), 1)" \
 	> "$RP_TMP/la.w" 2>&1 &
 pw=$!
-sleep 0.5
-held_mid=$(rc EXISTS "rp:{w-1}:lock")
+waiting="SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'Extension' AND query LIKE '%rp_acquire_all(ARRAY[''w-1''%'"
+held_mid="never seen waiting"
+wait_for 30 '[ "$(q "$waiting")" = 1 ]' && held_mid=$(rc EXISTS "rp:{w-1}:lock")
+rc DEL "rp:{w-2}:lock" >/dev/null
 wait $pw
 is "$held_mid" "0" "while it waits for w-2, the caller does not hold w-1"
 is "$(cat "$RP_TMP/la.w")" "2" "and takes both once w-2 is released"
