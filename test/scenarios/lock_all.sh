@@ -28,23 +28,29 @@ is "$(sed -n 2p "$RP_TMP/la.out")" "10" "rp_release_all releases the ten"
 is "$(( b1 - b0 ))" "2" "two Redis round trips in all: one to take ten names, one to release them"
 
 # --- Opposite orders ---------------------------------------------------------
-# Each worker: take two locks (the naive one sleeps a second between the
-# two), hold them 300 ms, release.  Worker A asks for
+# Each worker: take two locks, hold them 300 ms, release.  Worker A asks for
 # x then y, worker B for y then x, started together (an advisory-lock
-# barrier).  The naive twin takes them one by one with rp_acquire(wait_ms).
+# barrier).  The naive twin takes them one by one with rp_acquire(wait_ms),
+# and between the two waits until it SEES the other worker hold its first
+# name (our second) -- not a sleep: a worker descheduled for longer than a
+# fixed pause would start after the other had taken and released both, and
+# the naive pair would pass by luck.  Once each holds one, each waits for
+# the other's, which is released only after that wait failed: a worker
+# fails every time (the 60 s TTL never ends within the 1.5 s waits).
 worker() {  # barrier naive(0|1) first second
 	local sql
 	if [ "$2" = 1 ]; then
-		sql="SELECT rp_acquire('$3', 10000, 1500) IS NOT NULL AS a \\gset
-SELECT pg_sleep(1);
-SELECT rp_acquire('$4', 10000, 1500) IS NOT NULL AS b \\gset
-SELECT CASE WHEN :'a' AND :'b' THEN 'both' ELSE 'stuck' END;"
+		sql="SELECT rp_acquire('$3', 60000, 1500) IS NOT NULL AS a \\gset
+SELECT EXISTS (SELECT FROM generate_series(1, 1200) i
+               WHERE (SELECT (rp_lock_info('$4')).held FROM pg_sleep(CASE WHEN i = 1 THEN 0 ELSE 0.05 END))) AS seen \\gset
+SELECT rp_acquire('$4', 60000, 1500) IS NOT NULL AS b \\gset
+SELECT CASE WHEN NOT :'seen' THEN 'unseen' WHEN :'a' AND :'b' THEN 'both' ELSE 'stuck' END;"
 	else
-		sql="SELECT CASE WHEN rp_acquire_all(ARRAY['$3', '$4'], 10000, 5000) IS NOT NULL THEN 'both' ELSE 'stuck' END;
+		sql="SELECT CASE WHEN rp_acquire_all(ARRAY['$3', '$4'], 60000, 20000) IS NOT NULL THEN 'both' ELSE 'stuck' END;
 SELECT pg_sleep(0.3) \\g /dev/null"
 	fi
 	psql -X -At -q -d "$RP_DB" -c "SELECT pg_advisory_lock_shared($1)" -f <(echo "$sql") \
-		-c "SELECT rp_release_all()" 2>&1 | sed -n 's/^\(both\|stuck\)$/\1/p'
+		-c "SELECT rp_release_all()" 2>&1 | sed -n 's/^\(both\|stuck\|unseen\)$/\1/p'
 }
 race() {  # naive
 	local key=$((7100 + $1)) pa pb
@@ -57,7 +63,7 @@ race() {  # naive
 }
 naive=$(race 1)
 diag "naive: $naive"
-r=1; case $naive in *stuck*) r=0 ;; esac
+r=1; case $naive in *unseen*) ;; *stuck*) r=0 ;; esac
 ok $r "naive: one lock at a time in opposite orders, each holds one and waits for the other: a worker fails when wait_ms ends"
 is "$(race 0)" "both both" "rp_acquire_all in opposite orders: both workers get both locks"
 
@@ -83,29 +89,42 @@ q "SELECT rp_release('w-1')" >/dev/null 2>&1; rc DEL "rp:{w-1}:lock" "rp:{w-2}:l
 # --- Cancelled while waiting: nothing left ---------------------------------
 rc SET "rp:{c-2}:lock" other PX 60000 >/dev/null
 state=$(psql -X -At -q -d "$RP_DB" -v VERBOSITY=sqlstate -c "SET statement_timeout = 400" \
-	-c "SELECT rp_acquire_all(ARRAY['c-1', 'c-2'], 10000, 5000)" 2>&1 | sed -n 's/^ERROR:  *\([0-9A-Z]\{5\}\).*/\1/p')
+	-c "SELECT rp_acquire_all(ARRAY['c-1', 'c-2'], 10000, 30000)" 2>&1 | sed -n 's/^ERROR:  *\([0-9A-Z]\{5\}\).*/\1/p')
 is "$state" "57014" "statement_timeout ends the wait (57014)"
 is "$(rc EXISTS "rp:{c-1}:lock")" "0" "and nothing is left held"
 
 # --- Terminated after the script was sent: no name is stranded --------------
-# The session is connected, then Redis sleeps 4 s; rp_acquire_all of three
-# names with a 600 s TTL is sent and waits; the backend is terminated.  Redis
-# runs the script on waking, granting three leases whose tokens only the dead
-# backend knew.  Every name was recorded before sending, so the exit (or the
-# background worker it hands them to) releases all three within seconds.
+# The session is connected, then Redis is stopped (SIGSTOP) until the test
+# lets it go on; rp_acquire_all of three names with a 600 s TTL is sent and
+# seen waiting for its answer (wait_event Extension); the backend is
+# terminated; Redis goes on (SIGCONT) and runs the script, granting three
+# leases whose tokens only the dead backend knew.  Every name was recorded
+# before sending, so the exit (or the background worker it hands them to)
+# releases all three within seconds.  No clock orders the steps: a Redis
+# asleep for a fixed time could wake before a slow test looked.
 session_open t
 session_q t "SET redis_primitives.command_timeout = '10s'" >/dev/null
 session_q t "SELECT (rp_lock_info('tm-1')).held" >/dev/null
-send_to_sleeping_redis "$RPORT" t 4 "SELECT rp_acquire_all(ARRAY['tm-1', 'tm-2', 'tm-3'], 600000);" '%rp_acquire_all(%'
-is "$(q "SELECT state FROM pg_stat_activity WHERE pid = $pid")" "active" \
+pid=$(session_pid t) rpid=$(cat "$RP_TMP/redis-$RPORT.pid")
+kill -STOP "$rpid"
+trap 'kill -CONT "$rpid"; rp_stop_redis "$RPORT"' EXIT
+echo "SELECT rp_acquire_all(ARRAY['tm-1', 'tm-2', 'tm-3'], 600000);" >&"$_fd_t"
+sent="SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND state = 'active'
+        AND wait_event = 'Extension' AND query LIKE '%rp_acquire_all(%'"
+wait_for 30 '[ "$(q "$sent")" = 1 ]'
+is "$(q "SELECT state || ' ' || wait_event FROM pg_stat_activity WHERE pid = $pid")" "active Extension" \
 	"rp_acquire_all waits on the sleeping Redis when its backend is terminated"
 q "SELECT pg_terminate_backend($pid)" >/dev/null
-wait $sleeper; t=$(now_ms)
+wait_for 30 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid\")\" = 0 ]"
+kill -CONT "$rpid"; t=$(now_ms)
+trap 'rp_stop_redis "$RPORT"' EXIT
 session_close t
-wait_for 10 '[ "$(rc GET "rp:{tm-3}:fence")" = 1 ]'
+wait_for 30 '[ "$(rc GET "rp:{tm-3}:fence")" = 1 ]'
 is "$(rc MGET "rp:{tm-1}:fence" "rp:{tm-2}:fence" "rp:{tm-3}:fence" | tr '\n' ' ')" "1 1 1 " \
 	"Redis ran the script on waking: three real leases (fence 1 each)"
-wait_for 5 '[ "$(rc EXISTS "rp:{tm-1}:lock" "rp:{tm-2}:lock" "rp:{tm-3}:lock")" = 0 ]'
+# The worker takes a second or two on a loaded machine; 60 s is still ten
+# times less than the TTL a stranded lease would live.
+wait_for 60 '[ "$(rc EXISTS "rp:{tm-1}:lock" "rp:{tm-2}:lock" "rp:{tm-3}:lock")" = 0 ]'
 ok $? "all three are released within seconds, not left for 600 s ($(( $(now_ms) - t )) ms)"
 rc SET naive:tm tok NX PX 600000 >/dev/null
 cmp_ok "$(rc PTTL naive:tm)" -gt 500000 "naive twin: a SET NX PX whose client died keeps its key for the whole TTL"
@@ -116,7 +135,7 @@ CPORT=$(rp_free_port)
 rp_start_redis "$CPORT" --cluster-enabled yes --cluster-config-file "nodes-$CPORT.conf" >/dev/null
 trap 'rp_stop_redis "$RPORT"; rp_stop_redis "$CPORT"' EXIT
 redis-cli -p "$CPORT" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
-wait_for 10 '[ "$(redis-cli -p $CPORT CLUSTER INFO | tr -d "\r" | sed -n "s/^cluster_state://p")" = ok ]'
+wait_for 30 '[ "$(redis-cli -p $CPORT CLUSTER INFO | tr -d "\r" | sed -n "s/^cluster_state://p")" = ok ]'
 cl() { PGOPTIONS="-c redis_primitives.port=$CPORT -c redis_primitives.cluster=on" \
 	psql -X -At -q -d "$RP_DB" -v VERBOSITY=verbose "$@" 2>&1; }
 out=$(cl -c "SELECT rp_acquire_all(ARRAY['order-1', 'order-2'], 10000)")
