@@ -24,7 +24,9 @@ is "$refused" "$total" "a plain user cannot SET any of them (42501, or 55P02 for
 
 # 2. The password is invisible to non-superusers.
 q "ALTER SYSTEM SET redis_primitives.password = 'Top-Secret-42'" "SELECT pg_reload_conf()" >/dev/null
-sleep 0.5
+# A reload reaches new sessions once the postmaster has read the file: wait
+# until one sees it (a fixed pause can be too short on a loaded machine).
+wait_for 30 "[ \"\$(q \"SHOW redis_primitives.password\")\" = 'Top-Secret-42' ]"
 is "$(plain "SHOW redis_primitives.password")" "42501" "SHOW redis_primitives.password: 42501 for a plain user"
 is "$(plain_out "SELECT count(*) FROM pg_settings WHERE name LIKE 'redis_primitives.password%'")" "0" "pg_settings hides the password settings"
 out=$(plain_out "SHOW ALL" | grep -c "Top-Secret-42")
@@ -34,7 +36,7 @@ is "$(q "SHOW redis_primitives.password")" "Top-Secret-42" "a superuser can read
 q "ALTER SYSTEM RESET redis_primitives.password" "SELECT pg_reload_conf()" >/dev/null
 # The Sentinels' password is the same kind of secret.
 q "ALTER SYSTEM SET redis_primitives.sentinel_password = 'Sentinel-Secret-43'" "SELECT pg_reload_conf()" >/dev/null
-sleep 0.5
+wait_for 30 "[ \"\$(q \"SHOW redis_primitives.sentinel_password\")\" = 'Sentinel-Secret-43' ]"
 is "$(q "SHOW redis_primitives.sentinel_password")" "Sentinel-Secret-43" "the superuser sees the sentinel password (so the next check reads a set value)"
 is "$(plain "SHOW redis_primitives.sentinel_password")" "42501" "SHOW redis_primitives.sentinel_password: 42501 for a plain user"
 q "ALTER SYSTEM RESET redis_primitives.sentinel_password" "SELECT pg_reload_conf()" >/dev/null
@@ -44,7 +46,7 @@ q "ALTER SYSTEM RESET redis_primitives.sentinel_password" "SELECT pg_reload_conf
 q "SET client_min_messages = warning" "DROP ROLE IF EXISTS rp_monitor" "CREATE ROLE rp_monitor LOGIN IN ROLE pg_read_all_settings" >/dev/null
 q "ALTER SYSTEM SET redis_primitives.password = 'Top-Secret-44'" \
   "ALTER SYSTEM SET redis_primitives.sentinel_password = 'Sentinel-Secret-45'" "SELECT pg_reload_conf()" >/dev/null
-sleep 0.5
+wait_for 30 "[ \"\$(q \"SHOW redis_primitives.password\")\" = 'Top-Secret-44' ] && [ \"\$(q \"SHOW redis_primitives.sentinel_password\")\" = 'Sentinel-Secret-45' ]"
 mon() { PGUSER=rp_monitor psql -X -At -q -d "$RP_DB" -c "$1" 2>&1; }
 is "$(mon "SHOW redis_primitives.password")" "********" "a pg_read_all_settings member sees the password masked"
 is "$(mon "SELECT current_setting('redis_primitives.sentinel_password')")" "********" \
@@ -52,6 +54,8 @@ is "$(mon "SELECT current_setting('redis_primitives.sentinel_password')")" "****
 is "$(mon "SHOW redis_primitives.sentinel_password")" "********" "and the sentinel password masked (SHOW)"
 q "ALTER SYSTEM RESET redis_primitives.password" "ALTER SYSTEM RESET redis_primitives.sentinel_password" \
   "SELECT pg_reload_conf()" "DROP ROLE rp_monitor" >/dev/null
+# (the calls below connect to a Redis without a password: the reset must be in force)
+wait_for 30 "[ \"\$(q \"SHOW redis_primitives.password\")\" = '' ] && [ \"\$(q \"SHOW redis_primitives.sentinel_password\")\" = '' ]"
 
 # 3. It cannot be stored in world-readable catalogs.
 is "$(q_state "ALTER ROLE rp_plain SET redis_primitives.password = 'x'")" "42501" "ALTER ROLE ... SET password is refused"
