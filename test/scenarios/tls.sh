@@ -65,7 +65,7 @@ for s in good other expired mtls; do
 	start_tls "$s" "$crt" "${extra[@]}"
 done
 for s in good other expired mtls; do
-	for i in $(seq 100); do rp_port_taken "${PORT[$s]}" && break; sleep 0.05; done
+	wait_for 30 "rp_port_taken ${PORT[$s]}"  # a start on a loaded machine: seconds
 done
 is "$(tls_ping "${PORT[good]}")$(tls_ping "${PORT[mtls]}")" "PONGPONG" "TLS-only Redis servers are up (plain port 0)"
 
@@ -95,7 +95,7 @@ said() {  # pattern description: the last error message contains pattern
 works() { is "$(with "$(at "$1" "$2" "$3")" "$WORK")" "t" "$4"; }
 refused() { is "$(state "$(at "$1" "$2" "$3")" "$WORK")" "08001" "$4"; }
 at() {  # port mode [more settings]
-	echo "SET redis_primitives.host = '127.0.0.1'; SET redis_primitives.port = $1; SET redis_primitives.tls = '$2'; SET redis_primitives.connect_timeout = 3000; ${3:-}"
+	echo "SET redis_primitives.host = '127.0.0.1'; SET redis_primitives.port = $1; SET redis_primitives.tls = '$2'; SET redis_primitives.connect_timeout = 20000; ${3:-}"
 }
 CA="SET redis_primitives.tls_ca_file = '$C/ca.crt';"
 WORK="SELECT (rp_acquire('tls-lock', 10000)).fence IS NOT NULL AND rp_release('tls-lock') AND rp_ratelimit('tls-rl', 5, 1000)"
@@ -163,16 +163,19 @@ while True:
     c, _ = s.accept(); held.append(c)
 ' "${PORT[hung]}" &
 HUNG_PID=$!
-for i in $(seq 100); do rp_port_taken "${PORT[hung]}" && break; sleep 0.05; done
+wait_for 30 "rp_port_taken ${PORT[hung]}"
 # The naive twin: a client with a blocking handshake waits until killed.
 timeout 2 redis-cli --tls --cacert "$C/ca.crt" -p "${PORT[hung]}" ping >/dev/null 2>&1; rc=$?
 is "$rc" "124" "naive twin: redis-cli --tls against the hung peer is still waiting after 2 s (killed by timeout)"
 t=$(now_ms); st=$(state "$(at "${PORT[hung]}" require "SET redis_primitives.connect_timeout = 1000;")" "$WORK"); el=$(( $(now_ms) - t ))
 is "$st" "08001" "hung TLS peer: connect_timeout ends the handshake with 08001"
-cmp_ok "$el" -lt 6000 "... after ${el} ms (connect_timeout 1000 ms)"
+# Measured around a psql start-up, which a loaded machine stretches to
+# seconds: the bound tells "ended by the setting" from "hung" (for ever, or
+# 10 min), not the setting's precision.
+cmp_ok "$el" -lt 30000 "... after ${el} ms (connect_timeout 1000 ms)"
 t=$(now_ms); st=$(state "$(at "${PORT[hung]}" require "SET redis_primitives.connect_timeout = 600000; SET statement_timeout = 1000;")" "$WORK"); el=$(( $(now_ms) - t ))
 is "$st" "57014" "hung TLS peer: statement_timeout ends the handshake (connect_timeout 10 min)"
-cmp_ok "$el" -lt 6000 "... after ${el} ms"
+cmp_ok "$el" -lt 30000 "... after ${el} ms"
 # in_hung_handshake NAME: a session (application_name NAME) whose call hangs
 # in the TLS handshake with the silent peer, in the background: its output
 # in hung.out, its exit status in hung.rc; returns once it is running.
@@ -180,22 +183,20 @@ in_hung_handshake() {
 	rm -f "$RP_TMP/hung.rc"
 	(psql -X -At -q -d "$RP_DB" -c "SET application_name = '$1'" -c "$(at "${PORT[hung]}" require "SET redis_primitives.connect_timeout = 600000;")" \
 		-c "$WORK" >"$RP_TMP/hung.out" 2>&1; echo $? >"$RP_TMP/hung.rc") &
-	for i in $(seq 100); do
-		[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$1' AND state = 'active'")" = 1 ] && break
-		sleep 0.05
-	done
-	sleep 0.3
+	# the call itself (not one of the SETs before it) waits on the peer
+	wait_for 60 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE application_name = '$1' AND state = 'active'
+		AND wait_event = 'Extension' AND query LIKE '%rp_acquire(''tls-lock''%'\")\" = 1 ]"
 }
 in_hung_handshake tls-hung
 t=$(now_ms); q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'tls-hung'" >/dev/null
-for i in $(seq 100); do [ -f "$RP_TMP/hung.rc" ] && break; sleep 0.05; done; el=$(( $(now_ms) - t ))
+wait_for 60 "[ -f $RP_TMP/hung.rc ]"; el=$(( $(now_ms) - t ))
 grep -q 'canceling statement due to user request' "$RP_TMP/hung.out"; ok $? "hung TLS peer: cancel ends the handshake"
-cmp_ok "$el" -lt 3000 "... ${el} ms after pg_cancel_backend"
+cmp_ok "$el" -lt 30000 "... ${el} ms after pg_cancel_backend"
 # FATAL in the middle of a handshake: the backend exits through its exit
 # callbacks with a half-open TLS session; nothing crashes.
 in_hung_handshake tls-fatal
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tls-fatal'" >/dev/null
-for i in $(seq 200); do [ -f "$RP_TMP/hung.rc" ] && break; sleep 0.05; done
+wait_for 60 "[ -f $RP_TMP/hung.rc ]"
 grep -q 'terminating connection due to administrator command' "$RP_TMP/hung.out"; ok $? "hung TLS peer: pg_terminate_backend ends the backend in the handshake"
 is "$(q "SELECT 1")$(grep -c 'terminated by signal' "$RP_TMP/pg.log" 2>/dev/null)" "10" "... cleanly: no backend crashed, the server goes on"
 
@@ -205,7 +206,7 @@ session_q s "$(at "${PORT[good]}" verify-full "$CA")" >/dev/null
 first=$(session_q s "SELECT (rp_acquire('tls-restart', 10000)).fence IS NOT NULL")
 rp_stop_redis "${PORT[good]}"
 start_tls good server
-for i in $(seq 100); do rp_port_taken "${PORT[good]}" && break; sleep 0.05; done
+wait_for 30 "rp_port_taken ${PORT[good]}"
 is "$first$(session_q s "SELECT (rp_acquire('tls-restart2', 10000)).fence IS NOT NULL")" "tt" \
 	"after the TLS server restarted, the same session's next call reconnects by itself"
 # ---- E. a changed setting takes effect on the next connection ----------------------
@@ -218,10 +219,10 @@ session_q s "$CA SET redis_primitives.command_timeout = 1000" >/dev/null
 session_q s "SELECT rp_ratelimit('tls-stop', 5, 1000)" >/dev/null   # connected
 gpid=$(cat "$RP_TMP/redis-${PORT[good]}.pid")
 kill -STOP "$gpid"
-t=$(now_ms); out=$(session_q s "SELECT rp_ratelimit('tls-stop', 5, 1000)"); el=$(( $(now_ms) - t ))
+session_timed s "SELECT rp_ratelimit('tls-stop', 5, 1000)"  # on the server's clock
 kill -CONT "$gpid"
-is "$out" "ERROR:  08006" "a TLS server stopped mid-session: command_timeout ends the call (08006)"
-cmp_ok "$el" -lt 6000 "... after ${el} ms (command_timeout 1000 ms)"
+is "$TIMED_OUT" "ERROR:  08006" "a TLS server stopped mid-session: command_timeout ends the call (08006)"
+cmp_ok "$TIMED_MS" -lt 10000 "... after ${TIMED_MS} ms (command_timeout 1000 ms)"
 is "$(session_q s "SELECT rp_ratelimit('tls-stop', 5, 1000)")" "t" "... and once it answers again the next call reconnects over TLS"
 
 # ---- H. memory: TLS sessions freed on every path --------------------------------
@@ -254,7 +255,7 @@ redis_primitives.tls_ca_file = '$C/ca.crt'
 redis_primitives.node_id = 'tls-node'
 redis_primitives.elections = 'tls-elec'"
 leader=
-for i in $(seq 300); do
+for i in $(seq 600); do
 	leader=$(redis-cli --tls --cacert "$C/ca.crt" -p "${PORT[good]}" hget 'rp:{tls-elec}:leader' node 2>/dev/null)
 	[ "$leader" = tls-node ] && break; sleep 0.1
 done
