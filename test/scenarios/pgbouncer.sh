@@ -51,8 +51,7 @@ INI
 	chmod a+r "$RP_TMP/$name.ini" "$RP_TMP/$name.users"
 	rp_as_pg pgbouncer -d -q "$RP_TMP/$name.ini" || { cat "$RP_TMP/$name.log" >&2; return 1; }
 	BOUNCERS+=("$RP_TMP/$name.pid")
-	local i
-	for i in $(seq 100); do rp_port_taken "$port" && break; sleep 0.05; done
+	wait_for 30 "rp_port_taken $port"  # a start on a loaded machine: seconds
 	BPORT=$port
 }
 stop_bouncers() { local f; for f in "${BOUNCERS[@]}"; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done; }
@@ -106,7 +105,7 @@ is "$(bq pooled txn "SELECT rp_release('pgb-s', '$tok')")" "f" \
 # ---- session pooling ------------------------------------------------------
 # A client disconnects without releasing; the server connection lives on.
 bq naive sess "SELECT fence > 0 FROM rp_acquire('pgb-sess', 60000)" >/dev/null
-for i in $(seq 100); do [ "$(held pgb-sess)" = f ] && break; sleep 0.05; done  # the reset runs after the disconnect
+wait_for 30 '[ "$(held pgb-sess)" = f ]'  # the reset runs after the disconnect, when the bouncer gets to it
 is "$(held pgb-sess)" "f" "session pooling with server_reset_query = DISCARD ALL: the lease is released at client disconnect"
 is "$(bq naive sess "SELECT count(*) FROM rp_leases()")" "0" "... and the next client on that backend inherits nothing"
 
