@@ -27,11 +27,13 @@ SELECT ok(rp_resign('tap-job', 'b'), 'b resigns too');
 
 -- A deposed leader.  a leads with a short lease and writes.
 CREATE TEMP TABLE epochs (node text PRIMARY KEY, epoch bigint);
--- A lease of 1.5 s: a's check below must fall inside it on a loaded machine.
-INSERT INTO epochs SELECT 'a', rp_campaign('tap-sched', 'a', 1500);
+-- A lease of 60 s, so that a's check below falls inside it however slow the
+-- machine; only then does a's lease become short (its renewal for 300 ms).
+INSERT INTO epochs SELECT 'a', rp_campaign('tap-sched', 'a', 60000);
 -- The naive twin checks "am I the leader?" and writes when the answer was
 -- yes.  a checks now, then stalls past its lease; b is elected and writes.
 CREATE TEMP TABLE a_checked AS SELECT rp_is_leader('tap-sched', 'a') AS leads;
+SELECT rp_campaign('tap-sched', 'a', 300);  -- a renews for 300 ms, after its check
 CREATE TEMP TABLE naive_schedule (id int PRIMARY KEY, owner text, epoch bigint);
 CREATE TEMP TABLE fenced_schedule (id int PRIMARY KEY, owner text, epoch bigint);
 CREATE TRIGGER fence BEFORE INSERT OR UPDATE ON fenced_schedule
@@ -42,7 +44,7 @@ SELECT ok(rp_fenced_write('tap-sched', '"a"', (SELECT epoch FROM epochs WHERE no
           'the leader''s write is accepted');
 
 -- a stalls past its lease; b is elected and writes with its epoch.
-SELECT pg_sleep(1.7);
+SELECT pg_sleep(0.4);
 INSERT INTO epochs SELECT 'b', rp_campaign('tap-sched', 'b', 10000);
 SELECT ok((SELECT epoch FROM epochs WHERE node = 'b') > (SELECT epoch FROM epochs WHERE node = 'a'),
           'b is elected after a''s lease lapsed, with a higher epoch');

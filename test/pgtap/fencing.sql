@@ -38,8 +38,10 @@ SELECT is(rp_release((SELECT l FROM lease WHERE who = 'B')), true, 'B releases i
 -- it checks that it still holds its lease (rp_extend succeeds only for the
 -- holder) and writes when the check said yes.  The pause falls between the
 -- check and the write, as a GC pause or a slow network would.
+-- A's lease is long until the check, which leaves it 200 ms (rp_extend sets
+-- the TTL): on a slow machine the check still falls inside the lease.
 TRUNCATE lease;
-INSERT INTO lease SELECT 'A', rp_acquire('account-42', 200);
+INSERT INTO lease SELECT 'A', rp_acquire('account-42', 60000);
 CREATE TEMP TABLE a_checked AS SELECT rp_extend((SELECT l FROM lease WHERE who = 'A'), 200) IS NOT NULL AS still_mine;
 SELECT pg_sleep(0.22);
 INSERT INTO lease SELECT 'B', rp_acquire('account-42', 10000);
