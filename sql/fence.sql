@@ -81,10 +81,13 @@ CREATE TRIGGER ledger_fence BEFORE INSERT OR UPDATE OR DELETE ON ledger
 CREATE TABLE ledger_naive (id int PRIMARY KEY, v int, fence_token bigint);
 CREATE TRIGGER ledger_fence BEFORE INSERT OR UPDATE ON ledger_naive
   FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token');
-SELECT (rp_acquire('ledger-1', 300)).fence AS fence \gset
+SELECT (rp_acquire('ledger-1', 60000)).fence AS fence \gset
 BEGIN;
 INSERT INTO ledger (id, v) VALUES (1, 1);
 INSERT INTO ledger_naive VALUES (1, 1, :fence);
+-- the lease is short only after the writes (a slow machine must not end it
+-- before them): 300 ms left, then the commit comes after it
+SELECT rp_extend(l, 300) IS NOT NULL AS shortened FROM rp_leases() l WHERE name = 'ledger-1';
 SELECT pg_sleep(0.35);
 COMMIT;
 BEGIN;
