@@ -192,8 +192,10 @@ sub cluster_ok
 # first $p{names} names "$p{log}-<i>" whose slot is below $slots, each slot
 # padded with $p{filler} keys so that its migration lasts long enough for
 # calls to meet it half-moved (ASK, TRYAGAIN), not only after (MOVED), under
-# lease_load($node, $p{log}, $p{secs}, names, $p{call}), the reshard started
-# once $p{warm} calls succeeded.  Returns reshard's result and the names.
+# lease_load($node, $p{log}, $p{secs}, names, $p{call}) (command_timeout
+# 60 s: a TRYAGAIN is retried for as long as the slot is half-moved), the
+# reshard started once $p{warm} calls succeeded.  Returns reshard's result
+# and the names.
 sub reshard_under_load
 {
 	my ($self, $to, $slots, $node, %p) = @_;
@@ -203,7 +205,15 @@ sub reshard_under_load
 	# meet it half-moved.  One MSET per name: a SET per key (9,000 round
 	# trips) outlasted redis-cli's 30 s at load 45.
 	$self->cli(\join('', map { my $n = $_; 'MSET ' . join(' ', map { "rp:{$n}:filler:$_ x" } 1 .. $p{filler}) . "\n" } @names));
-	my $load = lease_load($node, $p{log}, $p{secs}, \@names, $p{call});
+	# A call that meets its slot half-moved is answered TRYAGAIN and retried
+	# until its command_timeout is spent: the load's calls get 60 s, not the
+	# node's 1 s, which a reshard descheduled for a second in the middle of a
+	# slot outlasted (57P03).  A call that does not follow ASK or TRYAGAIN
+	# still fails at once.
+	my $load = do {
+		local $ENV{PGOPTIONS} = ($ENV{PGOPTIONS} // '') . ' -c redis_primitives.command_timeout=60000';
+		lease_load($node, $p{log}, $p{secs}, \@names, $p{call});
+	};
 	wait_until(sub { $node->safe_psql('postgres', "SELECT count(*) FROM $p{log} WHERE ok") >= $p{warm} });
 	my $t = now_ms();
 	local $self->{timeout} = 180;
