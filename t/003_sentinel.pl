@@ -112,7 +112,11 @@ $pm = $R->new(name => 'master', port => $pm->port, args => [ '--replicaof', '127
 ok(wait_until(sub { $pm->link_up && !grep { !$_->sees($pr, $pm, 2) } @sent }),
 	'the old master is back as a replica, and the sentinels see it');
 
-is(sql("SET redis_primitives.fence_replicas = 1; SELECT (rp_acquire('sent-wait', 60000)).fence IS NOT NULL"), 't',
+# WAIT is given 30 s (the default is 500 ms): a replica descheduled for half
+# a second on a loaded machine is still in sync, and the acquire must wait
+# for its acknowledgement, not fail (the RP003 below is the failure).
+is( sql("SET redis_primitives.fence_replicas = 1; SET redis_primitives.command_timeout = 60000; "
+		  . "SET redis_primitives.fence_replicas_timeout = 30000; SELECT (rp_acquire('sent-wait', 60000)).fence IS NOT NULL"), 't',
 	'fence_replicas = 1 with the replica in sync: the acquire returns after WAIT');
 
 # Sentinels do not start another failover of the same master within twice

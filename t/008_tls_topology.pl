@@ -100,7 +100,7 @@ cmp_ok(min(@counts), '>=', 10, "every master holds a share (@counts)");
 
 # A slot range moves under load: MOVED and ASK point at TLS ports.
 my ($resharded, @names) = $cp[0]->reshard_under_load($cp[1], 200, $node, log => 'tlsclu_log', names => 4,
-	filler => 500, secs => 6, warm => 20);
+	filler => 500, warm => 20);
 ok($resharded, '200 slots resharded over TLS while calls run');
 is(sql('SELECT count(*) FROM tlsclu_log WHERE NOT ok'), '0',
 	'no call failed' . sql("SELECT coalesce(' (' || min(state) || ')', '') FROM tlsclu_log WHERE NOT ok"));

@@ -10,7 +10,8 @@
 #                                  statement run in the background (a load,
 #                                  a waiter), once its NOTICE says it runs
 #   my $p = lease_load($node, 'log', $secs, \@names, $call)   lock calls
-#                                  in the background, each logged in a table
+#                                  in the background, each logged in a table;
+#                                  lease_load_stop($node, 'log') ends them early
 #   now_ms()                       wall-clock milliseconds
 #   wait_until(sub { ... }, $secs) poll until true, or the harness's timeout
 #
@@ -28,7 +29,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Time::HiRes qw(usleep);
 
-our @EXPORT = qw(rp_node sqlstate session sq psql_start psql_finish lease_load now_ms wait_until);
+our @EXPORT = qw(rp_node sqlstate session sq psql_start psql_finish lease_load lease_load_stop now_ms wait_until);
 
 # A started node with the extension preloaded and created in "postgres";
 # $conf comes last in postgresql.conf.
@@ -121,16 +122,19 @@ sub psql_start
 # seconds, in the background (psql_finish waits for them): each call's
 # outcome is a row of table $log (at, name, ok, state: SQLSTATE and
 # message, fence of l).  $call is the PL/pgSQL of one call on name n, its
-# lease in l (by default an acquire and its release).
+# lease in l (by default an acquire and its release).  lease_load_stop ends
+# the calls before $secs (a row in table ${log}_stop): a load that must last
+# as long as something else does, however long a loaded machine makes it.
 sub lease_load
 {
 	my ($node, $log, $secs, $names, $call) = @_;
 	$call //= 'l := rp_acquire(n, 5000); PERFORM rp_release(l);';
-	$node->safe_psql('postgres', "CREATE TABLE $log (at timestamptz NOT NULL, name text, ok bool NOT NULL, state text, fence bigint)");
+	$node->safe_psql('postgres', "CREATE TABLE $log (at timestamptz NOT NULL, name text, ok bool NOT NULL, state text, fence bigint); "
+		  . "CREATE TABLE ${log}_stop ()");
 	return psql_start($node, qq{DO \$\$
 DECLARE l rp_lease; n text; stop timestamptz := clock_timestamp() + $secs * interval '1 second';
 BEGIN
-  WHILE clock_timestamp() < stop LOOP
+  WHILE clock_timestamp() < stop AND NOT EXISTS (SELECT FROM ${log}_stop) LOOP
     FOREACH n IN ARRAY string_to_array('@$names', ' ') LOOP
       BEGIN
         $call
@@ -143,6 +147,13 @@ BEGIN
     END LOOP;
   END LOOP;
 END \$\$});
+}
+
+sub lease_load_stop
+{
+	my ($node, $log) = @_;
+	$node->safe_psql('postgres', "INSERT INTO ${log}_stop DEFAULT VALUES");
+	return;
 }
 
 # Wait for it; its output, chomped (what it printed so far if it ran past

@@ -27,7 +27,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use IPC::Run;
 use POSIX ();
-use RedisPrimitives::Test::Node qw(lease_load psql_finish now_ms wait_until);
+use RedisPrimitives::Test::Node qw(lease_load lease_load_stop psql_finish now_ms wait_until);
 use Test::More;
 
 my %running;    # started and not stopped: the END block stops them
@@ -192,8 +192,12 @@ sub cluster_ok
 # first $p{names} names "$p{log}-<i>" whose slot is below $slots, each slot
 # padded with $p{filler} keys so that its migration lasts long enough for
 # calls to meet it half-moved (ASK, TRYAGAIN), not only after (MOVED), under
-# lease_load($node, $p{log}, $p{secs}, names, $p{call}), the reshard started
-# once $p{warm} calls succeeded.  Returns reshard's result and the names.
+# lease_load($node, $p{log}, ..., names, $p{call}) from before the reshard
+# until it ended (a fixed 8 s of calls ended long before a reshard that took
+# 48 s at load 45, and met no slot half-moved), command_timeout 60 s (a
+# TRYAGAIN is retried for as long as the slot is half-moved), the reshard
+# started once $p{warm} calls succeeded.  Returns reshard's result and the
+# names.
 sub reshard_under_load
 {
 	my ($self, $to, $slots, $node, %p) = @_;
@@ -203,7 +207,15 @@ sub reshard_under_load
 	# meet it half-moved.  One MSET per name: a SET per key (9,000 round
 	# trips) outlasted redis-cli's 30 s at load 45.
 	$self->cli(\join('', map { my $n = $_; 'MSET ' . join(' ', map { "rp:{$n}:filler:$_ x" } 1 .. $p{filler}) . "\n" } @names));
-	my $load = lease_load($node, $p{log}, $p{secs}, \@names, $p{call});
+	# A call that meets its slot half-moved is answered TRYAGAIN and retried
+	# until its command_timeout is spent: the load's calls get 60 s, not the
+	# node's 1 s, which a reshard descheduled for a second in the middle of a
+	# slot outlasted (57P03).  A call that does not follow ASK or TRYAGAIN
+	# still fails at once.
+	my $load = do {
+		local $ENV{PGOPTIONS} = ($ENV{PGOPTIONS} // '') . ' -c redis_primitives.command_timeout=60000';
+		lease_load($node, $p{log}, 300, \@names, $p{call});
+	};
 	wait_until(sub { $node->safe_psql('postgres', "SELECT count(*) FROM $p{log} WHERE ok") >= $p{warm} });
 	my $t = now_ms();
 	local $self->{timeout} = 180;
@@ -211,6 +223,7 @@ sub reshard_under_load
 		'--cluster-from', $self->cli('CLUSTER', 'MYID'), '--cluster-to', $to->cli('CLUSTER', 'MYID'),
 		'--cluster-slots', $slots, '--cluster-pipeline', '10', '--cluster-yes');
 	diag("$slots slots resharded in " . (now_ms() - $t) . " ms under load on @names");
+	lease_load_stop($node, $p{log});
 	psql_finish($load);
 	diag('during the move: ' . $node->safe_psql('postgres',
 		"SELECT count(*) FILTER (WHERE ok) || ' calls ok, ' || count(*) FILTER (WHERE NOT ok) || ' failed' FROM $p{log}"));
