@@ -46,7 +46,9 @@ q "DROP TABLE IF EXISTS fw_counter, fw_naive, fw_accepted;
 # One worker: ROUNDS iterations; a third of them (never a worker's last)
 # work past the lease.  Accepted writes are logged in the same statement as
 # the write.  Each wait gives up after 30 s (the checks then see it); the
-# next holder's wait for a stale write fails its worker.
+# next holder's wait for a stale write fails its worker.  A worker waits
+# up to 120 s for the lease: 20 workers queue for it (both runs took
+# 59 s at load 15 with stalls injected), so 30 s could run out.
 worker() {  # table worker-number
 	q "SET redis_primitives.lease_margin = 100" "SET application_name = 'fw-0'" "
 	-- the other workers still running; with false, not those holding a
@@ -69,8 +71,8 @@ worker() {  # table worker-number
 	BEGIN
 	  FOR r IN 1..$ROUNDS LOOP
 	    slow := r < $ROUNDS AND ($2 + r) % 3 = 0;
-	    l := rp_acquire('ctr-1', CASE WHEN slow THEN $TTL ELSE $LONG_TTL END, 30000);
-	    IF l IS NULL THEN RAISE EXCEPTION 'no lease in 30 s'; END IF;
+	    l := rp_acquire('ctr-1', CASE WHEN slow THEN $TTL ELSE $LONG_TTL END, 120000);
+	    IF l IS NULL THEN RAISE EXCEPTION 'no lease in 120 s'; END IF;
 	    PERFORM set_config('application_name', 'fw-' || l.fence, false);
 	    SELECT n INTO v FROM $1 WHERE id = 1;
 	    t0 := clock_timestamp();
