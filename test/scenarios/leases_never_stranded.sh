@@ -17,8 +17,10 @@ wait_free() {  # name seconds : 0 when the lock is free within that time
 # ---- 1. cancel or lost connection during the fence_replicas WAIT ---------
 # No replica is attached, so WAIT 1 blocks until fence_replicas_timeout:
 # statement_timeout cancels the call while the lease is already granted.
+# The WAIT lasts 30 s, not 1 s: a backend kept off the CPU past its end
+# would find the WAIT's answer beside the cancel.
 session_open s
-out=$(session_q s "SET redis_primitives.fence_replicas = 1; SET redis_primitives.fence_replicas_timeout = 1000; SET statement_timeout = 300; SELECT rp_acquire('wr1', 600000)")
+out=$(session_q s "SET redis_primitives.fence_replicas = 1; SET redis_primitives.fence_replicas_timeout = 30000; SET statement_timeout = 300; SELECT rp_acquire('wr1', 600000)")
 is "$out" "ERROR:  57014" "statement_timeout during the WAIT cancels rp_acquire (57014)"
 is "$(held wr1)" "f" "and the lease it was granted is released at the abort, not left for 600 s"
 # Naive twin: SET NX PX then WAIT from a client that gives up keeps the key.
