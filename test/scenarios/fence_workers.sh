@@ -18,9 +18,15 @@
 # took the lease (or, when no other worker is left, until the lease is gone),
 # then writes; a stale write that was accepted holds its transaction open
 # until the next holder's write waits on its row lock (pg_blocking_pids),
-# so the next holder read the row before the stale write committed.  The
+# so the next holder read the row before the stale write committed.  And
+# the next holder writes only once every round its lease superseded has
+# made its write (or had it refused): else a stale worker descheduled for
+# longer than the next holder's round wrote after it, and the token guard
+# refused it (a 1.5 s stall there: naive '46 < 46', no increment lost).  The
 # other rounds have 5 s leases, far longer than a round takes at load 50.  Each
-# worker's application_name carries the fence of the lease it holds.
+# worker's application_name carries the fence of the lease it holds, and
+# -s while it works past it and has not yet written, -w while it holds an
+# accepted stale write open.
 source "$(dirname "$0")/tap.bash"
 plan 8
 N=20 ROUNDS=3 TTL=300 LONG_TTL=5000 SHORT=0.03
@@ -39,7 +45,10 @@ q "DROP TABLE IF EXISTS fw_counter, fw_naive, fw_accepted;
 
 # One worker: ROUNDS iterations; a third of them (never a worker's last)
 # work past the lease.  Accepted writes are logged in the same statement as
-# the write.  Each wait gives up after 30 s (the checks then see it).
+# the write.  Each wait gives up after 30 s (the checks then see it); the
+# next holder's wait for a stale write fails its worker.  A worker waits
+# up to 120 s for the lease: 20 workers queue for it (both runs took
+# 59 s at load 15 with stalls injected), so 30 s could run out.
 worker() {  # table worker-number
 	q "SET redis_primitives.lease_margin = 100" "SET application_name = 'fw-0'" "
 	-- the other workers still running; with false, not those holding a
@@ -48,20 +57,29 @@ worker() {  # table worker-number
 	  \$\$ SELECT pg_stat_clear_snapshot(); SELECT count(*) FROM pg_stat_activity
 	       WHERE application_name LIKE 'fw-%' AND pid <> pg_backend_pid()
 	         AND (holding_too OR application_name NOT LIKE '%-w') \$\$" "
+	-- the workers whose lease a lower fence than this one named, still
+	-- working past it (application_name fw-FENCE-s) and not yet waiting on
+	-- the row for their write
+	CREATE FUNCTION pg_temp.unwritten(below bigint) RETURNS bigint LANGUAGE sql AS
+	  \$\$ SELECT pg_stat_clear_snapshot(); SELECT count(*) FROM pg_stat_activity
+	       WHERE application_name ~ '^fw-[0-9]+-s\$'
+	         AND split_part(application_name, '-', 2)::bigint < below
+	         AND cardinality(pg_blocking_pids(pid)) = 0 \$\$" "
 	DO \$\$
 	DECLARE
-	  l rp_lease; v int; slow bool; i record; t0 timestamptz;
+	  l rp_lease; v int; slow bool; i record; t0 timestamptz; t1 timestamptz;
 	BEGIN
 	  FOR r IN 1..$ROUNDS LOOP
 	    slow := r < $ROUNDS AND ($2 + r) % 3 = 0;
-	    l := rp_acquire('ctr-1', CASE WHEN slow THEN $TTL ELSE $LONG_TTL END, 30000);
-	    IF l IS NULL THEN RAISE EXCEPTION 'no lease in 30 s'; END IF;
+	    l := rp_acquire('ctr-1', CASE WHEN slow THEN $TTL ELSE $LONG_TTL END, 120000);
+	    IF l IS NULL THEN RAISE EXCEPTION 'no lease in 120 s'; END IF;
 	    PERFORM set_config('application_name', 'fw-' || l.fence, false);
 	    SELECT n INTO v FROM $1 WHERE id = 1;
 	    t0 := clock_timestamp();
 	    IF slow THEN
 	      -- work until another worker took the lease, or it is gone and no
 	      -- other worker can take it
+	      PERFORM set_config('application_name', 'fw-' || l.fence || '-s', false);
 	      LOOP
 	        i := rp_lock_info('ctr-1');
 	        EXIT WHEN i.last_fence > l.fence OR (NOT i.held AND pg_temp.others(false) = 0)
@@ -71,6 +89,14 @@ worker() {  # table worker-number
 	    ELSE
 	      PERFORM pg_sleep($SHORT);
 	    END IF;
+	    -- the stale rounds this lease superseded write first
+	    t1 := clock_timestamp();
+	    WHILE pg_temp.unwritten(l.fence) > 0 LOOP
+	      IF clock_timestamp() > t1 + interval '30 s' THEN
+	        RAISE EXCEPTION 'a stale round did not write in 30 s';
+	      END IF;
+	      PERFORM pg_sleep(0.01);
+	    END LOOP;
 	    BEGIN
 	      IF '$1' = 'fw_counter' THEN
 	        WITH u AS (UPDATE fw_counter SET n = v + 1 WHERE id = 1 RETURNING n, fence_token)
@@ -87,15 +113,16 @@ worker() {  # table worker-number
 	        PERFORM set_config('application_name', 'fw-' || l.fence || '-w', false);
 	        WHILE clock_timestamp() < t0 + interval '60 s' AND pg_temp.others(true) > 0
 	              AND NOT EXISTS (SELECT FROM pg_stat_activity a
-	                              WHERE a.application_name ~ '^fw-[0-9]+\$'
-	                                AND substr(a.application_name, 4)::bigint > l.fence
+	                              WHERE a.application_name ~ '^fw-[0-9]+(-s)?\$'
+	                                AND split_part(a.application_name, '-', 2)::bigint > l.fence
 	                                AND pg_backend_pid() = ANY (pg_blocking_pids(a.pid))) LOOP
 	          PERFORM pg_sleep(0.01);
 	        END LOOP;
 	        PERFORM set_config('application_name', 'fw-' || l.fence, false);
 	      END IF;
 	    EXCEPTION WHEN SQLSTATE 'RP004' OR SQLSTATE 'RP001' THEN
-	      NULL;
+	      -- the block's rollback put back -s
+	      PERFORM set_config('application_name', 'fw-' || l.fence, false);
 	    END;
 	    -- Each round is its own transaction, committed before the release:
 	    -- the next holder must read this round's write.

@@ -17,19 +17,27 @@ wait_free() {  # name seconds : 0 when the lock is free within that time
 # ---- 1. cancel or lost connection during the fence_replicas WAIT ---------
 # No replica is attached, so WAIT 1 blocks until fence_replicas_timeout:
 # statement_timeout cancels the call while the lease is already granted.
+# The WAIT lasts 30 s, not 1 s: a backend kept off the CPU past its end
+# would find the WAIT's answer beside the cancel.
 session_open s
-out=$(session_q s "SET redis_primitives.fence_replicas = 1; SET redis_primitives.fence_replicas_timeout = 1000; SET statement_timeout = 300; SELECT rp_acquire('wr1', 600000)")
+out=$(session_q s "SET redis_primitives.fence_replicas = 1; SET redis_primitives.fence_replicas_timeout = 30000; SET statement_timeout = 300; SELECT rp_acquire('wr1', 600000)")
 is "$out" "ERROR:  57014" "statement_timeout during the WAIT cancels rp_acquire (57014)"
 is "$(held wr1)" "f" "and the lease it was granted is released at the abort, not left for 600 s"
 # Naive twin: SET NX PX then WAIT from a client that gives up keeps the key.
 redis set naive:wr1 tok nx px 600000 >/dev/null
 timeout 0.3 redis-cli -p "$REDIS_PORT" wait 1 1000 >/dev/null 2>&1
 cmp_ok "$(redis pttl naive:wr1)" -gt 500000 "naive twin: a client cancelled in WAIT leaves its key for the whole TTL"
-session_q s "SET statement_timeout = 0; SET redis_primitives.fence_replicas_timeout = 5000; SET redis_primitives.command_timeout = 20000" >/dev/null
-( sleep 0.5; redis client kill type normal >/dev/null ) & killer=$!
-out=$(session_q s "SELECT rp_acquire('wr2', 600000)")
-wait $killer
-is "$out" "ERROR:  08006" "a lost connection during the WAIT fails the call with 08006"
+# The connection is killed once Redis shows the call blocked in its WAIT
+# (CLIENT LIST: cmd=wait, flag b), which lasts until then (60 s at most):
+# a kill after a fixed delay could come before the call was sent (at load,
+# 'RP003': the idle connection was killed, and the WAIT ran out).
+session_q s "SET statement_timeout = 0; SET redis_primitives.fence_replicas_timeout = 60000; SET redis_primitives.command_timeout = 90000" >/dev/null
+( session_q s "SELECT rp_acquire('wr2', 600000)" >"$RP_TMP/wr2.out" ) & caller=$!
+in_wait() { redis client list | grep -q ' flags=[^ ]*b.* cmd=wait'; }
+seen=; wait_for 30 in_wait || seen="the WAIT was never seen: "
+redis client kill type normal >/dev/null
+wait $caller
+is "$seen$(cat "$RP_TMP/wr2.out")" "ERROR:  08006" "a lost connection during the WAIT fails the call with 08006"
 is "$(held wr2)" "f" "and the lease is released (reconnecting at the abort), not stranded"
 session_close s
 
@@ -42,13 +50,21 @@ session_close s
 # seconds.  (Redis, on waking, also runs the exit release the backend left
 # in its socket, so this block cannot tell the worker's release from the
 # backend's: orphan_worker.sh has the case only the worker can release.)
+# Redis is stopped (SIGSTOP) until the backend has exited, however long a
+# loaded machine takes: a DEBUG SLEEP of 5 s could end before the
+# terminate (a 4 s stall there: the acquire was answered, 'idle').
 session_open t
-session_q t "SET redis_primitives.command_timeout = '10s'" >/dev/null
+session_q t "SET redis_primitives.command_timeout = '60s'" >/dev/null
 session_q t "SELECT (rp_lock_info('term1')).held" >/dev/null
-send_to_sleeping_redis "$REDIS_PORT" t 5 "SELECT rp_acquire('term1', 600000);" '%rp_acquire(%'
+pid=$(session_pid t)
+redis_pid=$(cat "$RP_TMP/redis-$REDIS_PORT.pid")
+kill -STOP "$redis_pid"
+printf '%s\n' "SELECT rp_acquire('term1', 600000);" >&"$_fd_t"
+wait_for 30 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND wait_event_type = 'Extension' AND query LIKE '%rp_acquire(%'\")\" = 1 ]"
 is "$(q "SELECT state FROM pg_stat_activity WHERE pid = $pid")" "active" "the acquire waits on the sleeping Redis when its backend is terminated"
 q "SELECT pg_terminate_backend($pid)" >/dev/null
-wait $sleeper; t=$(now_ms)
+wait_for 30 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid\")\" = 0 ]"
+kill -CONT "$redis_pid"; t=$(now_ms)
 session_close t
 wait_free term1 5; ok $? "a backend terminated inside rp_acquire: its lease is released within seconds of Redis answering ($(( $(now_ms) - t )) ms)"
 is "$(redis get "$(key term1 fence)")" "1" "that lease was real: Redis ran the acquire on waking (fence 1)"
@@ -71,10 +87,10 @@ is "$(held kp3)" "f" "and the xact lease is released under its own key at COMMIT
 session_close s
 # The background elector resigns under the old prefix when it changes.
 q "ALTER SYSTEM SET redis_primitives.elections = 'kpe'" "ALTER SYSTEM SET redis_primitives.election_renew = 300" "SELECT pg_reload_conf()" >/dev/null
-for i in $(seq 100); do [ "$(q "SELECT rp_is_leader('kpe')")" = t ] && break; sleep 0.1; done
+wait_for 30 '[ "$(q "SELECT rp_is_leader('"'kpe'"')")" = t ]'
 is "$(redis exists 'rp:{kpe}:leader')" "1" "the elector leads 'kpe' under rp:"
 q "ALTER SYSTEM SET redis_primitives.key_prefix = 'kpnew:'" "SELECT pg_reload_conf()" >/dev/null
-for i in $(seq 100); do [ "$(redis exists 'kpnew:{kpe}:leader')" = 1 ] && break; sleep 0.1; done
+wait_for 30 '[ "$(redis exists "kpnew:{kpe}:leader")" = 1 ]'
 is "$(redis exists 'rp:{kpe}:leader')" "0" "after a reload of key_prefix it resigned under the old prefix"
 q "ALTER SYSTEM RESET redis_primitives.elections" "ALTER SYSTEM RESET redis_primitives.election_renew" \
   "ALTER SYSTEM RESET redis_primitives.key_prefix" "SELECT pg_reload_conf()" >/dev/null
@@ -142,7 +158,9 @@ session_close s
 # ---- 8. monitoring roles never see the password -------------------------
 q "DROP ROLE IF EXISTS rp_mon" "CREATE ROLE rp_mon LOGIN IN ROLE pg_monitor" >/dev/null
 q "ALTER SYSTEM SET redis_primitives.password = 'Mon-Secret-7'" "SELECT pg_reload_conf()" >/dev/null
-sleep 0.5
+# Once a new session has it (else the checks below would pass on a server
+# that has no password yet).
+wait_for 30 '[ "$(q "SHOW redis_primitives.password")" = Mon-Secret-7 ]'
 mon() { PGUSER=rp_mon psql -X -At -q -d "$RP_DB" -c "$1" 2>&1; }
 is "$(mon "SHOW redis_primitives.password" | grep -c Mon-Secret-7)" "0" "pg_monitor: SHOW does not reveal the password"
 is "$(mon "SELECT current_setting('redis_primitives.password')" | grep -c Mon-Secret-7)" "0" "pg_monitor: current_setting() does not reveal it"
@@ -157,9 +175,10 @@ session_open s
 session_q s "SELECT (rp_acquire('self1', 30000)).fence" >/dev/null
 # 1.0 waited on itself until wait_ms ran out (10 s here); 5 s is a margin
 # for a loaded machine, not the expected time (a few ms).
-t=$(now_ms); out=$(session_q s "SELECT a.token = b.token FROM rp_acquire('self1', 30000, 10000) a, rp_leases() b WHERE b.name = 'self1'"); el=$(( $(now_ms) - t ))
-is "$out" "t" "rp_acquire of a name the session holds returns that same lease"
-cmp_ok "$el" -lt 5000 "without waiting on itself for wait_ms ($el ms)"
+# Timed by the server (session_timed): a loaded client adds nothing.
+session_timed s "SELECT a.token = b.token FROM rp_acquire('self1', 30000, 10000) a, rp_leases() b WHERE b.name = 'self1'"
+is "$TIMED_OUT" "t" "rp_acquire of a name the session holds returns that same lease"
+cmp_ok "$TIMED_MS" -lt 5000 "without waiting on itself for wait_ms ($TIMED_MS ms)"
 out=$(session_q s "SELECT (rp_acquire('col1', 30000)).*" | cut -d'|' -f2,3)
 is "$out" "$(session_q s "SELECT token || '|' || fence FROM rp_leases() WHERE name = 'col1'")" "SELECT (rp_acquire(...)).* yields one whole lease"
 session_q s "SELECT rp_release_all()" >/dev/null

@@ -53,7 +53,10 @@ wait_for 60 '[ "$(pttl orph1)" -gt 0 ] && [ "$(pttl "$long")" -gt 0 ] && [ "$(hu
 ok $? "four backends hold 120 s leases (a short name, a 600-byte name, a 300 kB name, and one on the server without the worker)"
 
 log0=$(( $(stat -c %s "$RP_TMP/pg.log") + 1 ))	# this file's part of the server log
-redis client pause 60000 write >/dev/null
+# Until the test unpauses (or its exit trap): a pause that ends by itself
+# (it was 60 s, with a 60 s wait for the exits inside it) would let the
+# worker release early on a machine slow enough, and "still held" fail.
+redis client pause 600000 write >/dev/null
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name IN ('orph-short', 'orph-long', 'orph-huge')" >/dev/null
 $NW -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'orph-twin'" >/dev/null
 # A backend leaves pg_stat_activity after its exit callback has run.

@@ -10,9 +10,12 @@ plan 22
 held() { q "SELECT (rp_lock_info('$1')).held"; }
 # in_s SQL OUTPUT DESCRIPTION: session s runs SQL; its output, on one line, is OUTPUT.
 in_s() { is "$(echo $(session_q s "$1"))" "$2" "$3"; }
-poll_free() {  # name : ms until the lock is free (or 5000)
+# poll_free NAME: ms until Redis has no lease on the name (30000 and more:
+# never).  Asked of Redis (redis-cli starts faster than psql under load);
+# the bound on it is 10 s: a few ms when released, the 60 s TTL when not.
+poll_free() {
 	local t; t=$(now_ms)
-	for i in $(seq 100); do [ "$(held "$1")" = f ] && break; sleep 0.05; done
+	wait_for 30 "[ \"\$(redis exists '$(key "$1" lock)')\" = 0 ]"
 	echo $(( $(now_ms) - t ))
 }
 
@@ -55,7 +58,8 @@ in_s "BEGIN; SELECT rp_acquire_xact('x7', 30000, 0, 0, true) IS NOT NULL; INSERT
 # Release at transaction end never raises, even with Redis hung.
 session_q s "BEGIN; SELECT rp_acquire_xact('x8', 2000) IS NOT NULL" >/dev/null
 kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
-t=$(now_ms); out=$(session_q s "COMMIT"); el=$(( $(now_ms) - t ))
+# Timed by the server (session_timed): a loaded client adds nothing.
+session_timed s "COMMIT"; out=$TIMED_OUT el=$TIMED_MS
 kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
 echo "$out" | grep -q "^WARNING" && ! echo "$out" | grep -q "ERROR"; ok $? "COMMIT with Redis hung: a WARNING, not an error"
 cmp_ok "$el" -lt 3000 "and the commit is not held up past the cleanup deadline ($el ms)"
@@ -72,24 +76,25 @@ session_close s
 # Backend exit releases what the session holds.
 q "SELECT (rp_acquire('x9', 60000)).fence IS NOT NULL" >/dev/null
 el=$(poll_free x9)
-cmp_ok "$el" -lt 2000 "a normal disconnect releases the session's lease ($el ms)"
+cmp_ok "$el" -lt 10000 "a normal disconnect releases the session's lease ($el ms)"
 psql -X -q -d "$RP_DB" -c "SET application_name = 'victim'" -c "SELECT rp_acquire('x10', 60000)" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
 victim=$!
-for i in $(seq 100); do [ "$(held x10)" = t ] && break; sleep 0.05; done
+wait_for 30 '[ "$(held x10)" = t ]'
 is "$(held x10)" "t" "the victim holds a 60 s lease"
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'victim'" >/dev/null
 el=$(poll_free x10); wait $victim
-cmp_ok "$el" -lt 2000 "pg_terminate_backend releases it too ($el ms)"
+cmp_ok "$el" -lt 10000 "pg_terminate_backend releases it too ($el ms)"
 
-# A waiting backend shows up in pg_stat_activity.
-redis set "$(key x11 lock)" other px 60000 >/dev/null
-psql -X -q -d "$RP_DB" -c "SET application_name = 'waiter'" -c "SELECT rp_acquire('x11', 1000, 5000)" >/dev/null 2>&1 &
+# A waiting backend shows up in pg_stat_activity.  It waits until the test
+# frees the name (60 s at most), not for a fixed 5 s that a slow psql
+# start-up could use up (a 5 s stall: nothing seen, '').  The first wait
+# event seen while it is active (30 s at most) is the check's.
+redis set "$(key x11 lock)" other px 120000 >/dev/null
+psql -X -q -d "$RP_DB" -c "SET application_name = 'waiter'" -c "SELECT rp_acquire('x11', 1000, 60000)" >/dev/null 2>&1 &
 waiter=$!
-ev=""
-for i in $(seq 60); do
-	ev=$(q "SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE application_name = 'waiter' AND state = 'active'")
-	[ -n "$ev" ] && break; sleep 0.05
-done
+ev_now() { ev=$(q "SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE application_name = 'waiter' AND state = 'active'"); }
+ev=""; wait_for 30 'ev_now; [ -n "$ev" ]'
 is "$ev" "Extension/Extension" "a waiting rp_acquire shows wait_event Extension in pg_stat_activity"
+redis del "$(key x11 lock)" >/dev/null
 wait $waiter
 finish
