@@ -56,15 +56,8 @@ session_close s
 session_open t
 session_q t "SET redis_primitives.command_timeout = '60s'" >/dev/null
 session_q t "SELECT (rp_lock_info('term1')).held" >/dev/null
-pid=$(session_pid t)
-redis_pid=$(cat "$RP_TMP/redis-$REDIS_PORT.pid")
-kill -STOP "$redis_pid"
-printf '%s\n' "SELECT rp_acquire('term1', 600000);" >&"$_fd_t"
-wait_for 30 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND wait_event_type = 'Extension' AND query LIKE '%rp_acquire(%'\")\" = 1 ]"
-is "$(q "SELECT state FROM pg_stat_activity WHERE pid = $pid")" "active" "the acquire waits on the sleeping Redis when its backend is terminated"
-q "SELECT pg_terminate_backend($pid)" >/dev/null
-wait_for 30 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid\")\" = 0 ]"
-kill -CONT "$redis_pid"; t=$(now_ms)
+terminate_mid_call "$REDIS_PORT" t "SELECT rp_acquire('term1', 600000);" '%rp_acquire(%'
+is "$waited" "active Extension" "the acquire waits on the sleeping Redis when its backend is terminated"
 session_close t
 wait_free term1 5; ok $? "a backend terminated inside rp_acquire: its lease is released within seconds of Redis answering ($(( $(now_ms) - t )) ms)"
 is "$(redis get "$(key term1 fence)")" "1" "that lease was real: Redis ran the acquire on waking (fence 1)"

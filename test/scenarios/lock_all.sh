@@ -103,21 +103,10 @@ is "$(rc EXISTS "rp:{c-1}:lock")" "0" "and nothing is left held"
 # releases all three within seconds.  No clock orders the steps: a Redis
 # asleep for a fixed time could wake before a slow test looked.
 session_open t
-session_q t "SET redis_primitives.command_timeout = '10s'" >/dev/null
+session_q t "SET redis_primitives.command_timeout = '60s'" >/dev/null
 session_q t "SELECT (rp_lock_info('tm-1')).held" >/dev/null
-pid=$(session_pid t) rpid=$(cat "$RP_TMP/redis-$RPORT.pid")
-kill -STOP "$rpid"
-trap 'kill -CONT "$rpid"; rp_stop_redis "$RPORT"' EXIT
-echo "SELECT rp_acquire_all(ARRAY['tm-1', 'tm-2', 'tm-3'], 600000);" >&"$_fd_t"
-sent="SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND state = 'active'
-        AND wait_event = 'Extension' AND query LIKE '%rp_acquire_all(%'"
-wait_for 30 '[ "$(q "$sent")" = 1 ]'
-is "$(q "SELECT state || ' ' || wait_event FROM pg_stat_activity WHERE pid = $pid")" "active Extension" \
-	"rp_acquire_all waits on the sleeping Redis when its backend is terminated"
-q "SELECT pg_terminate_backend($pid)" >/dev/null
-wait_for 30 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid\")\" = 0 ]"
-kill -CONT "$rpid"; t=$(now_ms)
-trap 'rp_stop_redis "$RPORT"' EXIT
+terminate_mid_call "$RPORT" t "SELECT rp_acquire_all(ARRAY['tm-1', 'tm-2', 'tm-3'], 600000);" '%rp_acquire_all(%'
+is "$waited" "active Extension" "rp_acquire_all waits on the sleeping Redis when its backend is terminated"
 session_close t
 wait_for 30 '[ "$(rc GET "rp:{tm-3}:fence")" = 1 ]'
 is "$(rc MGET "rp:{tm-1}:fence" "rp:{tm-2}:fence" "rp:{tm-3}:fence" | tr '\n' ' ')" "1 1 1 " \

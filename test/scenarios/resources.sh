@@ -35,18 +35,6 @@ BOUND_KB=1024
 
 session_open s
 pid=$(session_pid s)
-# session_ql NAME SQL: session_q for one long DO block (5,000 calls, or 200
-# reconnects each spawning redis-cli).  session_q gives up after 60 s and
-# then reads the NEXT answer; at load 30 a block took longer (got
-# '__done_...').  A hung block is still bounded: 600 s here, and the
-# file's RP_FILE_TIMEOUT.
-session_ql() {
-	local n=$1 fdvar="_fd_$1" marker="__done_${RANDOM}_$RANDOM"
-	printf '%s;\n\\echo %s\n' "$2" "$marker" >&"${!fdvar}"
-	wait_for 600 "grep -q '^$marker\$' '$RP_TMP/$n.out'" || { echo "no answer within 600 s"; return; }
-	awk -v m="$marker" '$0 == m { exit } /^__done_[0-9]+_[0-9]+$/ { out = ""; next } { out = out $0 "\n" } END { printf "%s", out }' \
-		"$RP_TMP/$n.out" | sed 's/^psql:[^ ]* //'
-}
 diag "backend $pid; $N calls per type after $WARM of warm-up, in transactions of $BATCH"
 # The backend's own memory is its anonymous memory (heap, stack, private
 # mmaps): RssAnon.  Not VmRSS, which counts every shared buffer the backend
@@ -87,7 +75,7 @@ run() {
 	local t=$1 left=$2 n out
 	while [ "$left" -gt 0 ]; do
 		n=$(( left < BATCH ? left : BATCH ))
-		out=$(session_ql s "DO \$\$ BEGIN FOR i IN 1 .. $n LOOP ${body[$t]} END LOOP; END \$\$")
+		out=$(session_q s "DO \$\$ BEGIN FOR i IN 1 .. $n LOOP ${body[$t]} END LOOP; END \$\$")
 		[ -n "$out" ] && echo "$out"
 		left=$((left - n))
 	done
@@ -122,7 +110,7 @@ is "$(session_q s "SELECT (rp_acquire('mem-after', 1000)).fence IS NOT NULL")" "
 cli="redis-cli -p $REDIS_PORT"
 session_q s "SELECT held FROM rp_lock_info('fd')" >/dev/null
 fd_round() {  # how many of each: port flips, client kills, timeouts
-	session_ql s "DO \$\$
+	session_q s "DO \$\$
 	DECLARE ok int := 0; tries int := 0; timeouts int := 0;
 	BEGIN
 	  FOR i IN 1 .. $1 LOOP   -- port set to a dead one (08001) and back

@@ -79,23 +79,6 @@ finish() { [ "$_tap_failed" -eq 0 ]; }
 # A long-lived psql session fed through a FIFO, for "the same session's next
 # call" across a Redis restart.  session_q prints the output of one batch,
 # with errors shown as "ERROR:  <SQLSTATE>".
-# send_to_sleeping_redis PORT SESSION SECONDS SQL LIKE: put the Redis at PORT
-# to sleep for SECONDS (DEBUG SLEEP in the background: its job in $sleeper),
-# send SQL on the open SESSION without waiting for its answer, and return
-# once the session's backend ($pid) runs a statement LIKE the pattern, plus
-# 0.2 s for the call to be sent.  Redis counts as asleep once a PING goes
-# unanswered for a second (a loaded machine may take a few hundred ms just
-# to start redis-cli, so not less).
-send_to_sleeping_redis() {
-	local port=$1 fdvar="_fd_$2" secs=$3 sql=$4 like=$5
-	pid=$(session_pid "$2")
-	redis-cli -p "$port" DEBUG SLEEP "$secs" >/dev/null 2>&1 & sleeper=$!
-	wait_for 5 "! timeout 1 redis-cli -p $port ping >/dev/null 2>&1"
-	printf '%s\n' "$sql" >&"${!fdvar}"
-	wait_for 5 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND state = 'active' AND query LIKE '$like'\")\" = 1 ]"
-	sleep 0.2
-}
-
 session_open() {  # name
 	mkfifo "$RP_TMP/$1.in"
 	psql -X -At -q -d "$RP_DB" -v VERBOSITY=sqlstate <"$RP_TMP/$1.in" >"$RP_TMP/$1.out" 2>&1 &
@@ -108,7 +91,7 @@ session_q() {  # name sql
 	local n=$1 fdvar="_fd_$1" marker="__done_${RANDOM}_$RANDOM" sql=$2
 	case $sql in \\*) ;; *) sql="$sql;" ;; esac
 	printf '%s\n\\echo %s\n' "$sql" "$marker" >&"${!fdvar}"
-	wait_for 60 "grep -q '^$marker\$' '$RP_TMP/$n.out'"
+	wait_for 600 "grep -q '^$marker\$' '$RP_TMP/$n.out'" || { echo "no answer within 600 s"; return 1; }
 	awk -v m="$marker" '$0 == m { exit } /^__done_[0-9]+_[0-9]+$/ { out = ""; next } { out = out $0 "\n" } END { printf "%s", out }' \
 		"$RP_TMP/$n.out" | sed 's/^psql:[^ ]* //'
 }
@@ -135,4 +118,25 @@ session_close() {
 	kill "$(cat "$RP_TMP/$1.pid")" 2>/dev/null
 	wait "$(cat "$RP_TMP/$1.pid")" 2>/dev/null
 	rm -f "$RP_TMP/$1".{in,out,pid}
+}
+
+# terminate_mid_call PORT SESSION SQL LIKE: stop the Redis at PORT
+# (SIGSTOP), send SQL on the open SESSION, wait until its backend ($pid)
+# waits for the answer (wait_event Extension, its query LIKE the pattern),
+# set $waited to that backend's "state wait_event" ("not seen waiting" after
+# 30 s), terminate it, wait until it is gone, and let Redis go on (SIGCONT;
+# $t is then the time in ms): Redis runs what the dead backend sent.  No
+# clock orders the steps, so a slow machine cannot make Redis answer before
+# the backend is gone.  Give the session a command_timeout of a minute.
+terminate_mid_call() {
+	local port=$1 fdvar="_fd_$2" rpid
+	pid=$(session_pid "$2") rpid=$(cat "$RP_TMP/redis-$port.pid")
+	kill -STOP "$rpid"
+	printf '%s\n' "$3" >&"${!fdvar}"
+	waited="not seen waiting"
+	wait_for 30 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND wait_event = 'Extension' AND query LIKE '$4'\")\" = 1 ]" &&
+		waited=$(q "SELECT state || ' ' || wait_event FROM pg_stat_activity WHERE pid = $pid")
+	q "SELECT pg_terminate_backend($pid)" >/dev/null
+	wait_for 30 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid\")\" = 0 ]"
+	kill -CONT "$rpid"; t=$(now_ms)
 }
