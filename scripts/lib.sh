@@ -85,7 +85,7 @@ rp_start_redis() {  # port [extra args...]
 	# a PONG alone may come from another server that took the port first
 	# (slots and other runs pick free ports at the same instant).  Its log
 	# says at once when it could not start (wait_for then returns 1).
-	wait_for 5 "[ -s $RP_TMP/redis-$port.pid ] && redis-cli -p $port ping >/dev/null 2>&1 ||
+	wait_for 30 "[ -s $RP_TMP/redis-$port.pid ] && redis-cli -p $port ping >/dev/null 2>&1 ||
 		{ tail -c +$log_from $RP_TMP/redis-$port.log 2>/dev/null | grep -q aborting && return 1; }" && return 0
 	rp_log "Redis on port $port did not start"; cat "$RP_TMP/redis-$port.log" >&2; return 1
 }
@@ -102,7 +102,7 @@ rp_kill_ours() {
 }
 
 rp_stop_redis() {  # port
-	redis-cli -p "$1" shutdown nosave >/dev/null 2>&1 || true
+	timeout 5 redis-cli -p "$1" shutdown nosave >/dev/null 2>&1 || true  # a stopped one never answers
 	rp_kill_ours $(cat "$RP_TMP/redis-$1.pid" 2>/dev/null)
 	rm -f "$RP_TMP/redis-$1.pid"
 }
