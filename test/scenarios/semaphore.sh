@@ -175,7 +175,7 @@ lap "3: terminated holders"
 # Both timed on the server's clock, in the waiting session: a slow psql
 # start-up is not counted, only how long the wait took to end.
 session_open h
-session_q h "SELECT (rp_semaphore_acquire('gate', 1, 60000)).fence IS NOT NULL" >/dev/null
+session_q h "SELECT (rp_semaphore_acquire('gate', 1, 600000)).fence IS NOT NULL" >/dev/null   # held until released below
 session_open w
 session_timed w "SET statement_timeout = 700; SELECT rp_semaphore_acquire('gate', 1, 30000, 60000); RESET statement_timeout"
 is "$(echo "$TIMED_OUT" | sed -n 's/^ERROR:  *\([0-9A-Z]\{5\}\).*$/\1/p')" "57014" \
@@ -203,7 +203,7 @@ is "$(q "SELECT rp_semaphore_acquire('gate', 1, 1000) IS NOT NULL")" "t" "and th
 
 lap "4 (cancel, statement_timeout)"
 # ---- 5. fairness ----------------------------------------------------------------
-session_q h "CREATE TEMP TABLE f AS SELECT (rp_semaphore_acquire('fair', 1, 60000)).fence" >/dev/null
+session_q h "CREATE TEMP TABLE f AS SELECT (rp_semaphore_acquire('fair', 1, 600000)).fence" >/dev/null   # held until released below
 hfence=$(session_q h "SELECT fence FROM f")
 q "SELECT (rp_semaphore_acquire('fair', 1, 30000, 120000)).fence" "SELECT pg_sleep(0.1)" "SELECT rp_release_all()" \
 	>"$RP_TMP/early.out" 2>&1 &
