@@ -135,7 +135,7 @@ e3=$(qn -c "SELECT epoch FROM rp_elections() WHERE name = 'obs-job'")
 redis SET "rp:{obs-job}:leader" "someone-else#x" PX 300 >/dev/null
 wait_for 30 '[ "$(qn -c "SELECT epoch > $e3 AND is_leader FROM rp_elections() WHERE name = '"'obs-job'"'")" = t ]'
 is "$(qn -c "SELECT epoch > $e3 AND is_leader FROM rp_elections() WHERE name = 'obs-job'")" "t" "and steps down and is re-elected as usual"
-grep -q 'database "obs_missing" does not exist' "$RP_TMP/obs_notify.log"
+wait_for 30 "grep -q 'database \"obs_missing\" does not exist' '$RP_TMP/obs_notify.log'"
 ok $? "the notifier's failure is in the log"
 is "$(qn -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'redis_primitives notifier'")" "0" \
 	"no notifier is connected"
