@@ -14,9 +14,11 @@ N=40 ROUNDS=15
 race() { /usr/bin/python3 "$(dirname "$0")/race.py" "$@"; }
 
 # Each round, every caller tries once; once all have tried, each releases
-# what it holds (--after), so the next round starts from a free name.
+# what it holds (--after), so the next round starts from a free name.  The
+# winner's lease (10 min) outlasts any stall of a loaded machine: it is held
+# until --after releases it, never until a TTL ends mid-round.
 race -n $N -r $ROUNDS -k 7000 --after "SELECT rp_release_all()" \
-	"SELECT coalesce((rp_acquire('race', 30000)).fence::text, 'none')" >"$RP_TMP/race.out"
+	"SELECT coalesce((rp_acquire('race', 600000)).fence::text, 'none')" >"$RP_TMP/race.out"
 grep '^#' "$RP_TMP/race.out"
 last=0
 for r in $(seq $ROUNDS); do
@@ -42,7 +44,7 @@ cmp_ok "$winners" -gt 1 "the naive check-then-set lock admits more than one hold
 
 # 10 callers with wait_ms: each eventually gets the lock, one at a time, and
 # the tokens they were given are all distinct.
-race -n 10 -k 7200 "SELECT (rp_acquire('queue', 30000, 20000)).fence" "SELECT pg_sleep(0.02)" \
+race -n 10 -k 7200 "SELECT (rp_acquire('queue', 30000, 120000)).fence" "SELECT pg_sleep(0.02)" \
 	"SELECT rp_release('queue')" >"$RP_TMP/waiter.out"
 fences=$(awk '$3 ~ /^[0-9]+$/ && $3 != "" { print $3 }' "$RP_TMP/waiter.out" | sort -n | uniq | wc -l)
 fences_t=$(grep -c '^1 [0-9]* t$' "$RP_TMP/waiter.out")

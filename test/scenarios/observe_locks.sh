@@ -49,7 +49,7 @@ q "SET client_min_messages = warning" "DROP TABLE IF EXISTS obs_naive_locks" \
 	"CREATE TABLE obs_naive_locks (pid int, name text)" >/dev/null
 session_q obsh "SELECT rp_acquire('doomed', 30000) IS NOT NULL; INSERT INTO obs_naive_locks VALUES (pg_backend_pid(), 'doomed')" >/dev/null
 q "SELECT pg_terminate_backend($hpid)" >/dev/null
-for i in $(seq 100); do [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $hpid")" = 0 ] && break; sleep 0.05; done
+wait_for 30 '[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $hpid")" = 0 ]'
 is "$(q "SELECT count(*) FROM rp_locks WHERE pid = $hpid OR name = 'doomed'")" "0" \
 	"pg_terminate_backend (FATAL): the backend's rows are gone with it"
 is "$(q "SELECT count(*) FROM obs_naive_locks l WHERE NOT EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = l.pid)")" "1" \
@@ -63,15 +63,15 @@ q "SET client_min_messages = warning" "DROP ROLE IF EXISTS obs_alice" "DROP ROLE
 	"DROP ROLE IF EXISTS obs_mon" "CREATE ROLE obs_alice LOGIN" "CREATE ROLE obs_bob LOGIN" \
 	"CREATE ROLE obs_mon LOGIN IN ROLE pg_read_all_stats" \
 	"GRANT EXECUTE ON FUNCTION rp_acquire(text, bigint, bigint, bigint) TO obs_alice, obs_bob" >/dev/null
-PGUSER=obs_alice psql -X -q -d "$RP_DB" -c "SELECT rp_acquire('alice-lock', 30000)" -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
+PGUSER=obs_alice psql -X -q -d "$RP_DB" -c "SELECT rp_acquire('alice-lock', 30000)" -c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
 apid=$!
-for i in $(seq 100); do [ "$(q "SELECT count(*) FROM rp_locks WHERE name = 'alice-lock'")" = 1 ] && break; sleep 0.05; done
+wait_for 30 '[ "$(q "SELECT count(*) FROM rp_locks WHERE name = '"'alice-lock'"'")" = 1 ]'
 is "$(PGUSER=obs_alice q "SELECT count(*) FROM rp_locks WHERE name = 'alice-lock'")" "1" "the holder's role sees its row"
 is "$(PGUSER=obs_bob q "SELECT count(*) FROM rp_locks")" "0" "another plain role sees none of it"
 is "$(PGUSER=obs_mon q "SELECT count(*) FROM rp_locks WHERE name = 'alice-lock'")" "1" "a member of pg_read_all_stats sees it"
 kill "$apid" 2>/dev/null; wait "$apid" 2>/dev/null
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'obs_alice'" >/dev/null
-for i in $(seq 100); do [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE usename = 'obs_alice'")" = 0 ] && break; sleep 0.05; done
+wait_for 30 '[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE usename = '"'obs_alice'"'")" = 0 ]'
 q "SET client_min_messages = warning" "REVOKE EXECUTE ON FUNCTION rp_acquire(text, bigint, bigint, bigint) FROM obs_alice, obs_bob" \
 	"DROP ROLE obs_alice" "DROP ROLE obs_bob" "DROP ROLE obs_mon" >/dev/null
 

@@ -32,13 +32,14 @@ qn -c "CREATE EXTENSION redis_primitives" -c "CREATE TABLE obs_blk (i int)" >/de
 PGPORT=$port RP_DB=postgres session_open obslis
 session_q obslis "LISTEN rp_leader" >/dev/null
 : >"$RP_TMP/obs_notes"
-notes() {  # poll the listener until n notifications arrived (10 s at most)
-	local i
-	for i in $(seq 100); do
-		session_q obslis "SELECT 1" | grep -o 'payload "{.*}"' | sed 's/^payload "//; s/"$//' >>"$RP_TMP/obs_notes"
-		[ "$(wc -l <"$RP_TMP/obs_notes")" -ge "$1" ] && break
-		sleep 0.1
-	done
+listen() {  # what reached the listener since the last look, into obs_notes
+	session_q obslis "SELECT 1" | grep -o 'payload "{.*}"' | sed 's/^payload "//; s/"$//' >>"$RP_TMP/obs_notes"
+}
+# notes N: poll the listener until N notifications of the elector arrived
+# (30 s at most; the naive twin's payload is no JSON and is not kept).
+notes() {
+	local n=$1
+	wait_for 30 'listen; [ "$(wc -l <"$RP_TMP/obs_notes")" -ge "$n" ]'
 	cat "$RP_TMP/obs_notes"
 }
 field() { qn -c "SELECT '$1'::json->>'$2'"; }
@@ -56,25 +57,38 @@ qn -c "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" -c "SELECT pg_relo
 psql -X -q -p "$port" -d postgres -c "SET synchronous_commit = on" -c "BEGIN" \
 	-c "INSERT INTO obs_blk VALUES (1)" -c "NOTIFY other" -c "COMMIT" >/dev/null 2>&1 &
 blocker=$!
-for i in $(seq 100); do [ "$(qn -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")" = 1 ] && break; sleep 0.05; done
+wait_for 30 '[ "$(qn -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event = '"'SyncRep'"'")" = 1 ]' ||
+	diag "the blocker was not seen waiting for the standby in 30 s"
 # The naive elector: campaign, NOTIFY in its transaction, renew.
-psql -X -q -p "$port" -d postgres -c "SELECT rp_campaign('naive-job', 'naive', 1500)" -c "BEGIN" \
+psql -X -q -p "$port" -d postgres -c "SET application_name = 'naive-elector'" \
+	-c "SELECT rp_campaign('naive-job', 'naive', 1500)" -c "BEGIN" \
 	-c "NOTIFY rp_leader, 'naive elected'" -c "COMMIT" -c "SELECT rp_campaign('naive-job', 'naive', 1500)" >/dev/null 2>&1 &
 naive=$!
 renew0=$(qn -c "SELECT calls FROM rp_stats WHERE primitive = 'elector_renew'")
+t_renew0=$(now_ms)
 # Another node takes obs-job for 800 ms: ours must step down, then win again.
+# Every step below waits for the state it checks (30 s at most; the blocker
+# holds NOTIFY's lock until this test cancels it, so no clock runs out).
 redis SET "rp:{obs-job}:leader" "someone-else#x" PX 800 >/dev/null
-sleep 2.5
-is "$(qn -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'redis_primitives notifier' AND wait_event_type = 'Lock'")" "1" \
-	"meanwhile the notifier is blocked on NOTIFY's lock"
-is "$(qn -c "SELECT rp_leader('naive-job') IS NULL OR (rp_leader('naive-job')).node_id IS NULL")" "t" \
+notifier_blocked="SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'redis_primitives notifier' AND wait_event_type = 'Lock'"
+wait_for 30 '[ "$(qn -c "$notifier_blocked")" = 1 ]'
+is "$(qn -c "$notifier_blocked")" "1" "meanwhile the notifier is blocked on NOTIFY's lock"
+# The naive elector is seen blocked in its COMMIT; its 1.5 s lease must lapse.
+naive_lapsed="SELECT (SELECT count(*) FROM pg_stat_activity WHERE application_name = 'naive-elector' AND wait_event_type = 'Lock') = 1
+                 AND (rp_leader('naive-job') IS NULL OR (rp_leader('naive-job')).node_id IS NULL)"
+wait_for 30 '[ "$(qn -c "$naive_lapsed")" = t ]'
+is "$(qn -c "$naive_lapsed")" "t" \
 	"naive twin: the elector that notifies in its own transaction stopped renewing; its leadership lapsed"
+reelected="SELECT is_leader AND epoch > $epoch FROM rp_elections() WHERE name = 'obs-job'"
+wait_for 30 '[ "$(qn -c "$reelected")" = t ]'
 epoch2=$(qn -c "SELECT epoch FROM rp_elections() WHERE name = 'obs-job'")
 is "$(qn -c "SELECT is_leader FROM rp_elections() WHERE name = 'obs-job'") $((epoch2 > epoch))" "t 1" \
 	"ours stepped down and was elected again under a new epoch, notifier blocked or not"
-renews=$(( $(qn -c "SELECT calls FROM rp_stats WHERE primitive = 'elector_renew'") - renew0 ))
-cmp_ok "$renews" -ge 4 "and kept renewing every 250 ms meanwhile ($renews renewals in 2.5 s)"
-is "$(wc -l <"$RP_TMP/obs_notes")" "1" "no notification could be sent while the lock was held"
+renewed="SELECT calls - $renew0 FROM rp_stats WHERE primitive = 'elector_renew'"
+wait_for 30 '[ "$(qn -c "$renewed")" -ge 4 ]'
+renews=$(qn -c "$renewed")
+cmp_ok "$renews" -ge 4 "and kept renewing every 250 ms meanwhile ($renews renewals in $(( $(now_ms) - t_renew0 )) ms)"
+is "$(qn -c "$notifier_blocked")|$(listen; wc -l <"$RP_TMP/obs_notes")" "1|1" "no notification could be sent while the lock was held"
 # Let the standby "come back": the blocker commits, the notifier sends.
 qn -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'" \
 	-c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()" >/dev/null
@@ -95,12 +109,18 @@ out=$(qn -c "SELECT count(*) FROM (SELECT rp_acquire('small-' || i, 30000) FROM 
 is "$out" "5 3 3 3 2 2 5 0 0 2 " \
 	"max_tracked_leases = 3: of five leases three are shown, two counted as not shown; none once released"
 
-# Leaving the leader channel empty sends nothing.
+# Leaving the leader channel empty sends nothing.  The change of leadership
+# is made only once the elector has taken the reload: the postmaster logged
+# the new value (it signals its children after that), and then the elector
+# renewed twice (it reloads at the top of its loop, before renewing).
 session_q obslis "SELECT 1" >/dev/null
 qn -c "ALTER SYSTEM SET redis_primitives.leader_channel = ''" -c "SELECT pg_reload_conf()" >/dev/null
-sleep 0.3
+wait_for 30 "grep -q 'parameter \"redis_primitives.leader_channel\" changed to \"\"' '$RP_TMP/obs_notify.log'" ||
+	diag "the postmaster did not log the reload in 30 s"
+renew1=$(qn -c "SELECT calls FROM rp_stats WHERE primitive = 'elector_renew'")
+wait_for 30 '[ "$(qn -c "SELECT calls - $renew1 FROM rp_stats WHERE primitive = '"'elector_renew'"'")" -ge 2 ]'
 redis SET "rp:{obs-job}:leader" "someone-else#x" PX 300 >/dev/null
-for i in $(seq 60); do [ "$(qn -c "SELECT epoch > $epoch2 AND is_leader FROM rp_elections() WHERE name = 'obs-job'")" = t ] && break; sleep 0.1; done
+wait_for 30 '[ "$(qn -c "SELECT epoch > $epoch2 AND is_leader FROM rp_elections() WHERE name = '"'obs-job'"'")" = t ]'
 is "$(session_q obslis "SELECT 1" | grep -c payload)" "0" "with leader_channel empty, a change of leadership is not sent"
 session_close obslis
 
@@ -109,13 +129,13 @@ session_close obslis
 qn -c "ALTER SYSTEM SET redis_primitives.elector_database = 'obs_missing'" \
 	-c "ALTER SYSTEM SET redis_primitives.leader_channel = 'rp_leader'" >/dev/null
 rp_as_pg pg_ctl -D "$RP_TMP/obs_notify" -l "$RP_TMP/obs_notify.log" -m fast -w restart >/dev/null
-for i in $(seq 60); do [ "$(qn -c "SELECT rp_is_leader('obs-job')")" = t ] && break; sleep 0.1; done
+wait_for 30 '[ "$(qn -c "SELECT rp_is_leader('"'obs-job'"')")" = t ]'
 is "$(qn -c "SELECT rp_is_leader('obs-job')")" "t" "with elector_database naming no database, the elector still leads"
 e3=$(qn -c "SELECT epoch FROM rp_elections() WHERE name = 'obs-job'")
 redis SET "rp:{obs-job}:leader" "someone-else#x" PX 300 >/dev/null
-for i in $(seq 60); do [ "$(qn -c "SELECT epoch > $e3 AND is_leader FROM rp_elections() WHERE name = 'obs-job'")" = t ] && break; sleep 0.1; done
+wait_for 30 '[ "$(qn -c "SELECT epoch > $e3 AND is_leader FROM rp_elections() WHERE name = '"'obs-job'"'")" = t ]'
 is "$(qn -c "SELECT epoch > $e3 AND is_leader FROM rp_elections() WHERE name = 'obs-job'")" "t" "and steps down and is re-elected as usual"
-grep -q 'database "obs_missing" does not exist' "$RP_TMP/obs_notify.log"
+wait_for 30 "grep -q 'database \"obs_missing\" does not exist' '$RP_TMP/obs_notify.log'"
 ok $? "the notifier's failure is in the log"
 is "$(qn -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'redis_primitives notifier'")" "0" \
 	"no notifier is connected"

@@ -14,7 +14,7 @@ DATA_SOURCE_NAME="host=$PGHOST port=$PGPORT user=postgres dbname=$RP_DB sslmode=
 	>"$RP_TMP/exporter.log" 2>&1 &
 exporter=$!
 trap 'kill $exporter 2>/dev/null' EXIT
-for i in $(seq 100); do curl -sf "http://127.0.0.1:$eport/metrics" >/dev/null && break; sleep 0.1; done
+wait_for 60 'curl -sf "http://127.0.0.1:$eport/metrics" >/dev/null' || diag "the exporter did not answer in 60 s"
 scrape() { curl -sf "http://127.0.0.1:$eport/metrics" >"$RP_TMP/metrics"; }
 metric() {  # name{labels} -> value (labels as printed, without server=)
 	sed -E 's/,?server="[^"]*"//; s/\{\}//' "$RP_TMP/metrics" |
@@ -28,9 +28,9 @@ q "SELECT rp_ratelimit_reset('prom-rl')" "SELECT rp_stats_reset()" >/dev/null
 q "SELECT rp_acquire('prom-' || i, 60000) FROM generate_series(1, 3) i" \
 	"SELECT rp_release_all()" >/dev/null
 psql -X -q -d "$RP_DB" -c "SET application_name = 'prom-holder'" -c "SELECT rp_acquire('prom-held', 60000)" \
-	-c "SELECT rp_acquire('prom-short', 100)" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+	-c "SELECT rp_acquire('prom-short', 100)" -c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
 holder=$!
-for i in $(seq 100); do [ "$(q "SELECT count(*) FROM rp_locks WHERE name LIKE 'prom-%'")" = 2 ] && break; sleep 0.05; done
+wait_for 30 '[ "$(q "SELECT count(*) FROM rp_locks WHERE name LIKE '"'prom-%'"'")" = 2 ]'
 q "SELECT rp_acquire('prom-held', 1000)" "SELECT rp_acquire('prom-held', 1000)" >/dev/null
 q_state "SELECT rp_acquire('', 1000)" >/dev/null
 q "SELECT rp_ratelimit('prom-rl', 3, 60000, 1, 'gcra') FROM generate_series(1, 4)" >/dev/null
@@ -54,7 +54,7 @@ awk '$1 ~ /^rp_stats_seconds\{primitive="acquire"/ { exit !($2 > 0) }' "$RP_TMP/
 ok $? "rp_stats_seconds{primitive=acquire} > 0"
 kill "$holder" 2>/dev/null
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'prom-holder'" >/dev/null
-for i in $(seq 100); do [ "$(q "SELECT count(*) FROM rp_locks WHERE name LIKE 'prom-%'")" = 0 ] && break; sleep 0.05; done
+wait_for 30 '[ "$(q "SELECT count(*) FROM rp_locks WHERE name LIKE '"'prom-%'"'")" = 0 ]'
 scrape
 is "$(metric rp_locks_held)" "0" "once the holder is gone, rp_locks_held is 0"
 finish

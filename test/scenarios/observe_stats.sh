@@ -102,13 +102,16 @@ redis CONFIG SET maxmemory 1 >/dev/null
 out=$(sql_stderr "SELECT rp_ratelimit('e53', 10, 1000, 1, 'gcra')")
 redis CONFIG SET maxmemory 0 >/dev/null
 is "$out" "53200 " "Redis out of memory: 53200"
-# A timeout: Redis paused past command_timeout; the same session reconnects.
-# The pause is sent from inside the session, right before the call: from the
-# shell it could run out while a loaded machine starts psql.
-out=$(sql_stderr "SET redis_primitives.command_timeout = 200" \
-	"DO \$\$BEGIN PERFORM rp_test.redis('CLIENT', 'PAUSE', '3000', 'ALL'); END\$\$" \
-	"SELECT (rp_lock_info('eto')).held" "SELECT pg_sleep(3.1)" "SELECT (rp_lock_info('eto')).held")
-is "$out" "08006  f " "a command past command_timeout fails with 08006; the next call succeeds"
+# A timeout: Redis stalled past command_timeout; the same session reconnects.
+# Redis is stopped (SIGSTOP) from inside the session right before the call
+# and let go (SIGCONT) once the call has failed: no clock decides whether it
+# is still stalled when the call is sent (a pause with a deadline could run
+# out while a loaded machine stalls the backend).
+rpid=$(redis INFO server | tr -d '\r' | sed -n 's/^process_id://p')
+trap 'kill -CONT "$rpid" 2>/dev/null' EXIT
+out=$(sql_stderr "SET redis_primitives.command_timeout = 200" "\\! kill -STOP $rpid" \
+	"SELECT (rp_lock_info('eto')).held" "\\! kill -CONT $rpid" "SELECT (rp_lock_info('eto')).held")
+is "$out" "08006 f " "a command past command_timeout fails with 08006; the next call succeeds"
 snap
 is "${S[ratelimit_gcra.errors_53]}" "1" "counted as class 53 under ratelimit_gcra"
 is "${S[lock_info.timeouts]} ${S[lock_info.errors_08]} ${S[lock_info.reconnects]}" "1 1 1" \

@@ -31,6 +31,9 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 plan 22
 
 own_redis
+# Redis' pid, to stall it (SIGSTOP) until the test lets it go (SIGCONT).
+rpid=$(rc INFO server | tr -d '\r' | sed -n 's/^process_id://p')
+trap 'kill -CONT "$rpid" 2>/dev/null; rp_stop_redis "$RPORT"' EXIT
 hits() { q "SELECT hits FROM rp_ratelimit_cache_info()"; }
 
 is "$(q "SELECT enabled AND capacity > 0 FROM rp_ratelimit_cache_info()")" "t" \
@@ -159,40 +162,42 @@ is "$(q "SELECT rp_ratelimit('sh', 1, 600000, 1, 'gcra')")" "t" "after rp_rateli
 # Refresh: an entry lives until retry_after_ms, not longer.  The clock is
 # pinned, so Redis refuses the same way whatever the machine's speed (20 per
 # 40 s, the whole burst taken at once: one unit every 2 s, retry_after
-# 2000 ms, while the key itself lives 40 s of real time, so a loaded machine
-# cannot let it expire under the check); past retry_after the cached refusal
+# 2000 ms; the test then takes the key's TTL away (PERSIST), so that no
+# stall of a loaded machine can let it expire under the check -- the cached
+# refusal is bounded by retry_after alone); past retry_after the cached refusal
 # has expired and the call asks Redis again (one round trip, refused again:
 # the pinned clock never moves).  A cache that held the refusal for the whole
 # window (40 s) would make none.
 rf() { PGOPTIONS="$PGOPTIONS -c redis_primitives.ratelimit_clock_ms=7000000" q "$@"; }
-out=$(rf "SELECT rp_ratelimit('rf', 20, 40000, 20, 'gcra')" "SELECT rp_ratelimit('rf', 20, 40000, 1, 'gcra')" \
+out="$(rf "SELECT rp_ratelimit('rf', 20, 40000, 20, 'gcra')") $(rc PERSIST "$(key rf rl:gcra)") "
+out=$out$(rf "SELECT rp_ratelimit('rf', 20, 40000, 1, 'gcra')" \
 	"SELECT retry_after_ms FROM rp_ratelimit_consume('rf', 20, 40000, 1, 'gcra')" | tr '\n' ' ')
 sleep 2.3
 b=$(round_trips)
 r=$(rf "SELECT rp_ratelimit('rf', 20, 40000, 1, 'gcra')")
-is "$out$r:$(( $(round_trips) - b ))" "t f 2000 f:1" \
+is "$out$r:$(( $(round_trips) - b ))" "t 1 f 2000 f:1" \
 	"past retry_after (2000 ms) the cached refusal has expired: the next call asks Redis (1 round trip)"
 
 
 # --- 4. An admission under another limit whose reply was lost --------------
-# The call times out (command_timeout 300 ms, Redis asleep) but its bytes were
-# sent, and Redis runs it on waking.  Pinned clock 1000000: under (1, 60000)
+# The call times out (command_timeout 300 ms, Redis stopped by SIGSTOP until
+# the call has failed: no clock decides whether Redis is still asleep when
+# the call is sent) but its bytes were sent, and Redis runs it on SIGCONT.  Pinned clock 1000000: under (1, 60000)
 # sliding_window's bucket starts at 960000, under (1, 50000) at 1000000, so
 # that admission starts the key afresh and Redis then admits a (1, 60000)
 # call -- which a refusal still cached from before would answer "no".
 lost() {  # cache(on|off): the four answers
-	local a sleeper
+	local a
 	LOSTKEY="rp:{lost-$1}:rl:sliding_window"
 	q "SELECT rp_ratelimit_reset('lost-$1')" >/dev/null
 	session_open "l$1"
 	session_q "l$1" "SET redis_primitives.ratelimit_cache = $1; SET redis_primitives.ratelimit_clock_ms = '1000000'; SET redis_primitives.command_timeout = 300" >/dev/null
 	a=$(session_q "l$1" "SELECT rp_ratelimit('lost-$1', 1, 60000, 1, 'sliding_window')")
 	a="$a $(session_q "l$1" "SELECT rp_ratelimit('lost-$1', 1, 60000, 1, 'sliding_window')")"
-	rc DEBUG SLEEP 2 >/dev/null 2>&1 & sleeper=$!
-	for i in $(seq 50); do timeout 1 redis-cli -p "$RPORT" ping >/dev/null 2>&1 || break; sleep 0.05; done
+	kill -STOP "$rpid"
 	a="$a $(session_q "l$1" "SELECT rp_ratelimit('lost-$1', 1, 50000, 1, 'sliding_window')" | sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\).*/\1/p')"
-	wait $sleeper
-	wait_for 10 '[ "$(rc HGET "$LOSTKEY" s)" = 1000000 ]' || a="$a (Redis did not run it)"
+	kill -CONT "$rpid"
+	wait_for 30 '[ "$(rc HGET "$LOSTKEY" s)" = 1000000 ]' || a="$a (Redis did not run it)"
 	a="$a $(session_q "l$1" "SELECT rp_ratelimit('lost-$1', 1, 60000, 1, 'sliding_window')")"
 	session_close "l$1"
 	echo "$a"

@@ -96,10 +96,10 @@ is "$(echo "$keys" | grep -c .) keys, $no_ttl without a TTL" "6 keys, 0 without 
 # INCR, then EXPIRE: the backend running it is terminated in between (a
 # crash, a deploy, an OOM kill), and the counter is left without a TTL.
 psql -X -q -c "SET application_name = 'naive-crash'" \
-	-c "DO \$\$ BEGIN PERFORM rp_test.redis('INCR', 'naive:crash'); PERFORM pg_sleep(30);
+	-c "DO \$\$ BEGIN PERFORM rp_test.redis('INCR', 'naive:crash'); PERFORM pg_sleep(600);
 	    PERFORM rp_test.redis('PEXPIRE', 'naive:crash', '60000'); END \$\$" >/dev/null 2>&1 &
 crash=$!
-wait_for 10 '[ "$(redis-cli -p "$REDIS_PORT" get naive:crash)" = 1 ]'
+wait_for 30 '[ "$(redis-cli -p "$REDIS_PORT" get naive:crash)" = 1 ]'
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'naive-crash'" >/dev/null
 wait $crash
 is "$(redis-cli -p "$REDIS_PORT" get naive:crash)|$(redis-cli -p "$REDIS_PORT" pttl naive:crash)" "1|-1" \

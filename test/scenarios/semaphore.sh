@@ -120,7 +120,7 @@ for i in $(seq $PERMITS); do
 	q "SET application_name = 'naive-holder'" "$naive_take" "SELECT pg_sleep(60)" "SELECT rp_test.redis('DECR', 'naive:sem')" \
 	  >/dev/null 2>&1 &
 done
-for k in $(seq 200); do [ "$(redis get naive:sem)" = "$PERMITS" ] && break; sleep 0.05; done
+wait_for 60 '[ "$(redis get naive:sem)" = "$PERMITS" ]' || diag "the naive holders did not all take a permit in 60 s"
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'naive-holder'" >/dev/null
 wait
 sleep 1
@@ -130,25 +130,30 @@ is "$(redis get naive:sem)" "$PERMITS" "the counter says $PERMITS in use with no
 
 lap "3: naive twin"
 # Ours, holders hung (SIGSTOP: they cannot release): back within the TTL.
-# 15 s: the refusal check must come before the TTL ends, and at load 20 a
-# few psql calls have taken more than 8 s (2026-12-01).
-TTL=15000
-barrier_hold 8302
+# No clock decides whether the refusal comes first: the holders take their
+# permits for 10 minutes (a TTL no stall outlasts) and write down their
+# tokens; once they are stopped and the newcomer was refused, this test
+# shortens their permits to TTL with the pool-safe rp_extend(name, token,
+# ttl_ms), and a newcomer that waits must get one once that TTL ends.  The
+# time is the server's (session_timed, in the newcomer's session from just
+# before the shortening): a slow psql start-up is not counted.
+TTL=3000
+q "DROP TABLE IF EXISTS sem_hung" "CREATE TABLE sem_hung (pid int, token text)" >/dev/null
 for i in $(seq $PERMITS); do
-	q "SET application_name = 'sem-holder'" "SELECT pg_advisory_lock_shared(8302)" \
-	  "SELECT (rp_semaphore_acquire('dies', $PERMITS, $TTL)).fence" "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+	q "SET application_name = 'sem-holder'" \
+	  "INSERT INTO sem_hung SELECT pg_backend_pid(), (rp_semaphore_acquire('dies', $PERMITS, 600000)).token" \
+	  "SELECT pg_sleep(600)" >/dev/null 2>&1 &
 done
-barrier_wait 8302 $PERMITS; barrier_release 8302
-for k in $(seq 1000); do [ "$(info dies in_use)" = "$PERMITS" ] && break; sleep 0.02; done
-t0=$(now_ms)
-pids=$(q "SELECT pid FROM pg_stat_activity WHERE application_name = 'sem-holder'")
+wait_for 60 '[ "$(q "SELECT count(token) FROM sem_hung")" = $PERMITS ]' || diag "fewer than $PERMITS holders took a permit in 60 s"
+pids=$(q "SELECT pid FROM sem_hung")
 for p in $pids; do kill -STOP "$p"; done
 is "$(q "SELECT rp_semaphore_acquire('dies', $PERMITS, 10000) IS NULL")" "t" "$PERMITS hung holders: a newcomer is refused"
-got=$(q "SELECT (rp_semaphore_acquire('dies', $PERMITS, 10000, 30000)).fence IS NOT NULL")
-elapsed=$(( $(now_ms) - t0 ))
-diag "the hung holders' permits came back $elapsed ms after they all held (TTL $TTL ms)"
-is "$got" "t" "a waiting newcomer gets a permit once the hung holders' TTL ends"
-cmp_ok "$elapsed" -le $((TTL + 2500)) "within the TTL (+ 2.5 s margin for a loaded machine)"
+session_open nc
+session_timed nc "SELECT count(*) FROM sem_hung WHERE (rp_extend('dies', token, $TTL)).token IS NOT NULL; SELECT (rp_semaphore_acquire('dies', $PERMITS, 10000, 30000)).fence IS NOT NULL"
+session_close nc
+diag "the hung holders' permits came back $TIMED_MS ms after they were shortened to a TTL of $TTL ms (server clock)"
+is "$(echo $TIMED_OUT)" "$PERMITS t" "a waiting newcomer gets a permit once the hung holders' TTL ends"
+cmp_ok "$TIMED_MS" -le $((TTL + 5000)) "within the TTL (+ 5 s margin for a loaded machine)"
 for p in $pids; do kill -CONT "$p"; done
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sem-holder'" >/dev/null
 wait
@@ -159,54 +164,65 @@ for i in $(seq $PERMITS); do
 	q "SET application_name = 'sem-holder2'" "SELECT (rp_semaphore_acquire('killed', $PERMITS, 60000)).fence" "SELECT pg_sleep(60)" \
 	  >/dev/null 2>&1 &
 done
-for k in $(seq 200); do [ "$(info killed in_use)" = "$PERMITS" ] && break; sleep 0.05; done
+wait_for 60 '[ "$(info killed in_use)" = "$PERMITS" ]' || diag "the holders did not all take a permit in 60 s"
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sem-holder2'" >/dev/null
 wait
-for k in $(seq 40); do [ "$(info killed in_use)" = 0 ] && break; sleep 0.05; done
+wait_for 30 '[ "$(info killed in_use)" = 0 ]'   # a backend's exit may lag its FATAL on a loaded machine
 is "$(info killed in_use)" "0" "terminated holders' permits (60 s TTL) are released by their backends' exit"
 
 lap "3: terminated holders"
 # ---- 4. cancel and statement_timeout end a wait ---------------------------------
+# Both timed on the server's clock, in the waiting session: a slow psql
+# start-up is not counted, only how long the wait took to end.
 session_open h
-session_q h "SELECT (rp_semaphore_acquire('gate', 1, 60000)).fence IS NOT NULL" >/dev/null
-t0=$(now_ms)
-is "$(PGOPTIONS="-c statement_timeout=700" q_state "SELECT rp_semaphore_acquire('gate', 1, 30000, 60000)")" "57014" \
+session_q h "SELECT (rp_semaphore_acquire('gate', 1, 600000)).fence IS NOT NULL" >/dev/null   # held until released below
+session_open w
+session_timed w "SET statement_timeout = 700; SELECT rp_semaphore_acquire('gate', 1, 30000, 60000); RESET statement_timeout"
+is "$(echo "$TIMED_OUT" | sed -n 's/^ERROR:  *\([0-9A-Z]\{5\}\).*$/\1/p')" "57014" \
 	"statement_timeout ends a wait for a permit (57014)"
-cmp_ok "$(( $(now_ms) - t0 ))" -lt 5000 "well before wait_ms"
-q "SET application_name = 'sem-waiter'" "SELECT rp_semaphore_acquire('gate', 1, 30000, 60000)" >"$RP_TMP/cancelled.out" 2>&1 &
-wpid=$!
-for k in $(seq 100); do [ "$(info gate waiters)" -ge 1 ] && break; sleep 0.05; done
-t0=$(now_ms)
-q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'sem-waiter'" >/dev/null
-wait $wpid
-cmp_ok "$(( $(now_ms) - t0 ))" -lt 3000 "pg_cancel_backend ends a wait"
-grep -q "canceling statement due to user request" "$RP_TMP/cancelled.out"; ok $? "with 57014 (canceling statement due to user request)"
-for k in $(seq 80); do [ "$(info gate waiters)" = 0 ] && break; sleep 0.05; done
+cmp_ok "$TIMED_MS" -lt 5000 "well before wait_ms"
+# The waiter is cancelled once it is seen waiting (wait_event Extension) in
+# the call; the time runs from just before the cancel to the waiter's next
+# statement.
+wpid=$(session_pid w)
+printf '%s\n' "SELECT rp_semaphore_acquire('gate', 1, 30000, 60000);" "SELECT 'T1 ' || $ms_sql;" >&"$_fd_w"
+waiting="SELECT count(*) FROM pg_stat_activity WHERE pid = $wpid AND wait_event = 'Extension' AND query LIKE '%rp_semaphore_acquire(%'"
+t_cancel=
+wait_for 30 '[ "$(q "$waiting")" = 1 ]' && t_cancel=$(q "SELECT $ms_sql" "SELECT pg_cancel_backend($wpid)" | head -1)
+out=$(session_q w "SELECT 1")
+t1=$(echo "$out" | sed -n 's/^T1 //p')
+elapsed=; [ -n "$t_cancel" ] && [ -n "$t1" ] && elapsed=$((t1 - t_cancel))   # empty: cmp_ok fails
+diag "the cancelled wait ended ${elapsed:-?} ms after pg_cancel_backend (server clock)$([ -n "$t_cancel" ] || echo ': the waiter was never seen waiting')"
+cmp_ok "$elapsed" -lt 3000 "pg_cancel_backend ends a wait"
+echo "$out" | grep -q "^ERROR:  57014"; ok $? "with 57014 (canceling statement due to user request)"
+session_close w
+wait_for 30 '[ "$(info gate waiters)" = 0 ]'
 is "$(info gate waiters)" "0" "the ended waiters' places lapse (heartbeat 2 s)"
 session_q h "SELECT rp_release_all()" >/dev/null
 is "$(q "SELECT rp_semaphore_acquire('gate', 1, 1000) IS NOT NULL")" "t" "and they hold up no one: the freed permit goes to a newcomer"
 
 lap "4 (cancel, statement_timeout)"
 # ---- 5. fairness ----------------------------------------------------------------
-session_q h "CREATE TEMP TABLE f AS SELECT (rp_semaphore_acquire('fair', 1, 60000)).fence" >/dev/null
+session_q h "CREATE TEMP TABLE f AS SELECT (rp_semaphore_acquire('fair', 1, 600000)).fence" >/dev/null   # held until released below
 hfence=$(session_q h "SELECT fence FROM f")
-q "SELECT (rp_semaphore_acquire('fair', 1, 30000, 20000)).fence" "SELECT pg_sleep(0.1)" "SELECT rp_release_all()" \
+q "SELECT (rp_semaphore_acquire('fair', 1, 30000, 120000)).fence" "SELECT pg_sleep(0.1)" "SELECT rp_release_all()" \
 	>"$RP_TMP/early.out" 2>&1 &
 early=$!
-for k in $(seq 100); do [ "$(info fair waiters)" -ge 1 ] && break; sleep 0.05; done
+wait_for 60 '[ "$(info fair waiters)" -ge 1 ]' || diag "the early waiter was not seen waiting in 60 s"
 newcomers=()
 q "DROP TABLE IF EXISTS sem_newcomer" "CREATE TABLE sem_newcomer (fence bigint)" >/dev/null
-# Each newcomer retries at once until it has had 2 permits (20 s at most).
+# Each newcomer retries at once until it has had 2 permits (120 s at most:
+# the bounds only end a broken run, a fast one never nears them).
 for i in $(seq 8); do
 	q "DO \$\$ DECLARE l rp_lease; got int := 0; t timestamptz := clock_timestamp(); BEGIN
-	     WHILE got < 2 AND clock_timestamp() < t + interval '20 seconds' LOOP
+	     WHILE got < 2 AND clock_timestamp() < t + interval '120 seconds' LOOP
 	       l := rp_semaphore_acquire('fair', 1, 30000, 3000);
 	       IF l IS NOT NULL THEN got := got + 1; INSERT INTO sem_newcomer VALUES (l.fence); PERFORM pg_sleep(0.01); PERFORM rp_release(l); END IF;
 	     END LOOP; END \$\$" >"$RP_TMP/newcomer.$i" 2>&1 &
 	newcomers+=($!)
 done
 # The newcomers queue up behind the early waiter before the permit frees.
-for k in $(seq 300); do w=$(info fair waiters); [ "$w" -ge 9 ] && break; sleep 0.05; done
+w=; wait_for 60 'w=$(info fair waiters); [ "$w" -ge 9 ]'
 cmp_ok "$w" -ge 9 "the early waiter and 8 newcomers wait in the queue"
 session_q h "SELECT rp_release_all()" >/dev/null
 wait "$early" "${newcomers[@]}"
@@ -224,6 +240,6 @@ is "$(echo $out)" "t 1 0" "rp_semaphore_acquire_xact: held in the transaction, r
 out=$(q "BEGIN" "SELECT rp_semaphore_acquire_xact('sx', 2, 30000) IS NOT NULL" "ROLLBACK" "SELECT in_use FROM rp_semaphore_info('sx')")
 is "$(echo $out)" "t 0" "released at ROLLBACK"
 
-q "DROP TABLE sem_round, sem_sample, sem_hold, sem_newcomer" >/dev/null
+q "DROP TABLE sem_round, sem_sample, sem_hold, sem_hung, sem_newcomer" >/dev/null
 lap "6 (xact)"
 finish
