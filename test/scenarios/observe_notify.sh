@@ -19,7 +19,7 @@ plan 15
 port=$(rp_free_port)
 rm -rf "$RP_TMP/obs_notify" "$RP_TMP/obslis.in"
 rp_start_pg obs_notify "$port" "redis_primitives.node_id = 'obs-n1'
-redis_primitives.election_lease = 1500
+redis_primitives.election_lease = 6000
 redis_primitives.election_renew = 250
 redis_primitives.election_margin = 300
 redis_primitives.elector_database = 'postgres'
