@@ -136,16 +136,13 @@ rp_make_tmp() {
 # REDIS_PORT too.
 rp_prepare_servers() {
 	rp_make_tmp
-	export REDIS_PORT=$(rp_free_port)
-	export PGPORT=$(rp_free_port)
-	export PGHOST=$RP_TMP
+	export REDIS_PORT=$(rp_free_port) PGPORT=$(rp_free_port) PGHOST=$RP_TMP
 	rp_start_redis "$REDIS_PORT"
 }
 
 # Start PostgreSQL and Redis.
 rp_start_servers() {
-	rp_prepare_servers || return 1
-	rp_start_pg pg "$PGPORT" "${RP_EXTRA_CONF:-}"
+	rp_prepare_servers && rp_start_pg pg "$PGPORT" "${RP_EXTRA_CONF:-}"
 }
 
 # Start one more PostgreSQL server under $RP_TMP/NAME (e.g. a second node for

@@ -83,7 +83,8 @@ files_heaviest_first() {
 # a password set; none in 30 s: a stopped Redis) and rp_test afresh, a copy
 # of rp_template: no table, function or session a file left behind is seen
 # by the next.  A slot that has no servers yet, or whose reset fails, gets
-# a new pair (three tries: another run may take a free port first).
+# a new pair (three tries: another run may take a free port first); after
+# the third, a failed check.
 take_slot() {
 	local try
 	# k: the slot's number, run_file's
@@ -102,6 +103,7 @@ take_slot() {
 		echo "# slot $k: servers not started, Redis not flushed in 30 s, or rp_test not made: new servers"
 		retire_slot
 	done
+	echo "not ok 1 - its PostgreSQL and Redis did not start, or rp_test could not be made"
 	return 1
 }
 # start_slot: a new pair for slot $k, and rp_template (pgTAP, the extension
@@ -124,7 +126,7 @@ retire_slot() { RP_TMP=$RUN/slot-$k rp_stop_servers; }
 # file still running after RP_FILE_TIMEOUT seconds (900) is killed and
 # fails: a hung test must not hang make test.
 run_file() {
-	local f=$1 kind=scenarios limit=${RP_FILE_TIMEOUT:-900} rc out log k= diffs= cmd=(bash "$1")
+	local f=$1 kind=scenarios limit=${RP_FILE_TIMEOUT:-900} rc out k= diffs= cmd=(bash "$1")
 	case $f in
 	t/*) kind=tap ;;
 	# a pgTAP file as pg_prove runs it
@@ -141,11 +143,8 @@ run_file() {
 		# root (runuser keeps the environment): PostgreSQL::Test::Cluster
 		# starts its own servers.
 		rp_as_pg timeout -k 10 "$limit" perl -I "$PGXS_DIR/test/perl" -I t/lib "$f"
-	elif take_slot; then
-		timeout -k 10 "$limit" "${cmd[@]}" {SLOT}>&-
 	else
-		echo "not ok 1 - its PostgreSQL and Redis did not start, or rp_test could not be made"
-		false
+		take_slot && timeout -k 10 "$limit" "${cmd[@]}" {SLOT}>&-
 	fi >>"$out" 2>&1
 	rc=$?
 	# pg_regress's "test NAME ... ok|FAILED" as TAP, and its diffs.  No test
@@ -169,9 +168,7 @@ run_file() {
 		retire_slot
 	fi
 	# the logs of a failed t/*.pl file's nodes, where the report prints them
-	[ "$rc" -ne 0 ] && [ "$kind" = tap ] && for log in "$TESTDIR"/tmp_check/log/*"$(basename "$f" .pl)"*; do
-		[ -f "$log" ] && { echo "---- $log (last 30 lines)"; tail -30 "$log"; }
-	done >>"$out"
+	[ "$rc" -ne 0 ] && [ "$kind" = tap ] && tail -v -n 30 "$TESTDIR"/tmp_check/log/*"$(basename "$f" .pl)"* >>"$out" 2>/dev/null
 	return "$rc"
 }
 [ "${1:-}" = --file ] && { run_file "$2"; exit; }

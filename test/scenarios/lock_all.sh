@@ -57,7 +57,7 @@ race() {  # naive
 	barrier_hold $key
 	worker $key "$1" "ord-x-$1" "ord-y-$1" > "$RP_TMP/la.a" & pa=$!
 	worker $key "$1" "ord-y-$1" "ord-x-$1" > "$RP_TMP/la.b" & pb=$!
-	barrier_wait $key 2 && barrier_release $key
+	barrier_release $key 2
 	wait $pa $pb
 	echo "$(cat "$RP_TMP/la.a") $(cat "$RP_TMP/la.b")"
 }

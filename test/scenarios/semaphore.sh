@@ -101,7 +101,7 @@ for i in $(seq $NCHURN); do
 	  "INSERT INTO sem_hold SELECT pg_backend_pid(), (l).fence, t1, clock_timestamp() FROM me" \
 	  "SELECT rp_release((SELECT l FROM me))" >"$RP_TMP/churn.$i" 2>&1 &
 done
-barrier_wait 8301 $NCHURN; barrier_release 8301; wait
+barrier_release 8301 $NCHURN; wait
 is "$(q "SELECT count(fence) FROM sem_hold")" "$NCHURN" "all $NCHURN waiting callers got a permit in turn"
 overlap=$(q "SELECT max((SELECT count(*) FROM sem_hold o WHERE o.t1 <= h.t1 AND h.t1 < o.t2)) FROM sem_hold h")
 diag "most holders at once, from their own timestamps: $overlap"

@@ -67,10 +67,10 @@ barrier_hold() {  # key
 		-c "SELECT pg_advisory_lock($1)" -c "SELECT pg_sleep(300)" >/dev/null 2>&1 &
 	wait_for 30 "[ \"\$(barrier_sessions $1 t)\" -ge 1 ]"
 }
-barrier_wait() {  # key n : wait until n sessions are blocked on it (120 s at most)
-	wait_for 120 "[ \"\$(barrier_sessions $1 f)\" -ge $2 ]" || { diag "barrier $1: fewer than $2 sessions arrived"; return 1; }
-}
-barrier_release() {  # key
+# barrier_release KEY N: wait until N sessions are blocked on it (120 s at
+# most: fewer is a diagnostic and status 1), then let them all go.
+barrier_release() {
+	wait_for 120 "[ \"\$(barrier_sessions $1 f)\" -ge $2 ]" || diag "barrier $1: fewer than $2 sessions arrived"
 	q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'barrier-$1'" >/dev/null
 }
 
@@ -99,17 +99,15 @@ session_pid() { session_q "$1" "SELECT pg_backend_pid()"; }
 # ms_sql: the server's clock in ms, as SQL.
 ms_sql="(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 # session_timed NAME SQL: session_q, timed by the server: sets TIMED_OUT (the
-# output) and TIMED_AT0/TIMED_AT1/TIMED_MS (the server's clock read in the
-# same session just before and just after SQL).  A loaded client (psql,
+# output) and TIMED_MS (the ms between the server's clock read in the same
+# session just before and just after SQL).  A loaded client (psql,
 # the polling here) adds nothing to the time, only the server's own work.
 session_timed() {  # name sql
 	local out
 	out=$(session_q "$1" "SELECT 'T0 ' || $ms_sql; $2; SELECT 'T1 ' || $ms_sql")
-	TIMED_AT0=$(echo "$out" | sed -n 's/^T0 //p')
-	TIMED_AT1=$(echo "$out" | sed -n 's/^T1 //p')
 	TIMED_OUT=$(echo "$out" | grep -v '^T[01] ')
-	TIMED_MS=$(( ${TIMED_AT1:-0} - ${TIMED_AT0:-0} ))
-	[ -n "$TIMED_AT0" ] && [ -n "$TIMED_AT1" ] || TIMED_MS=   # an empty side fails cmp_ok
+	# no T0 or no T1 (an error): empty, which fails cmp_ok
+	TIMED_MS=$(echo "$out" | awk '/^T0 / { t0 = $2 } /^T1 / { t1 = $2 } END { if (t0 && t1) print t1 - t0 }')
 }
 # Children started meanwhile (a daemonized redis-server) may hold the FIFO
 # open, so closing our end is not enough: end the psql too.
@@ -133,9 +131,8 @@ terminate_mid_call() {
 	pid=$(session_pid "$2") rpid=$(cat "$RP_TMP/redis-$port.pid")
 	kill -STOP "$rpid"
 	printf '%s\n' "$3" >&"${!fdvar}"
-	waited="not seen waiting"
-	wait_for 30 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND wait_event = 'Extension' AND query LIKE '$4'\")\" = 1 ]" &&
-		waited=$(q "SELECT state || ' ' || wait_event FROM pg_stat_activity WHERE pid = $pid")
+	wait_for 30 "waited=\$(q \"SELECT state || ' ' || wait_event FROM pg_stat_activity WHERE pid = $pid AND wait_event = 'Extension' AND query LIKE '$4'\"); [ -n \"\$waited\" ]" ||
+		waited="not seen waiting"
 	q "SELECT pg_terminate_backend($pid)" >/dev/null
 	wait_for 30 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid\")\" = 0 ]"
 	kill -CONT "$rpid"; t=$(now_ms)
