@@ -157,8 +157,7 @@ run_file() {
 		[ "$rc" -ne 0 ] && [ -f "$diffs" ] && { echo "---- $diffs"; head -200 "$diffs"; } | sed 's/^/# /' >>"$out"
 	fi
 	cat "$out"  # to prove
-	[ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] &&
-		echo "not ok 0 - $f: killed after $limit s (RP_FILE_TIMEOUT)" >>"$out"
+	case $rc in 124|137) echo "not ok 0 - $f: killed after $limit s (RP_FILE_TIMEOUT)" >>"$out" ;; esac
 	# A file that failed or was killed may have left anything behind (a
 	# server setting, a password or maxmemory in Redis, a stopped Redis, a
 	# server still campaigning): its slot is retired, not handed to the
