@@ -68,7 +68,7 @@ barrier_hold() {  # key
 	wait_for 30 "[ \"\$(barrier_sessions $1 t)\" -ge 1 ]"
 }
 # barrier_release KEY N: wait until N sessions are blocked on it (120 s at
-# most: fewer is a diagnostic and status 1), then let them all go.
+# most: fewer is a diagnostic), then let them all go.
 barrier_release() {
 	wait_for 120 "[ \"\$(barrier_sessions $1 f)\" -ge $2 ]" || diag "barrier $1: fewer than $2 sessions arrived"
 	q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'barrier-$1'" >/dev/null
