@@ -10,8 +10,6 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
 use Test::More;
 use List::Util qw(min sum);
 

@@ -18,7 +18,6 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);

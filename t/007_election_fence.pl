@@ -8,8 +8,6 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
 use Test::More;
 
 use RedisPrimitives::Test::Redis;
