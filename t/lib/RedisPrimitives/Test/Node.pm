@@ -81,6 +81,7 @@ sub wait_for
 	return $got;
 }
 
+# $query's one value in database $db (postgres), as safe_psql returns it.
 sub sql { my ($node, $query, $db) = @_; return scalar $node->safe_psql($db // 'postgres', $query); }
 
 # Run $sql (one or more statements, ON_ERROR_STOP) in database postgres;
