@@ -198,7 +198,10 @@ since_cancel() {  # pid
 	local at err
 	at=$(cat "$RP_TMP/cancel.at" 2>/dev/null)
 	err=$(tail -c +"$log0" "$RP_TMP/pg.log" | grep -a "\[$1\] ERROR:  canceling statement due to user request" | tail -1 | sed 's/ \[.*//')
-	[ -n "$at" ] && [ -n "$err" ] && echo $(( $(date -d "$err" +%s%3N) - at ))
+	# a stamp date cannot read gives nothing (cmp_ok fails), not "0 - at"
+	# (date -d "" reads as midnight: the stamp is checked first)
+	[ -n "$err" ] && err=$(date -d "$err" +%s%3N 2>/dev/null)
+	[ -n "$at" ] && [ -n "$err" ] && echo $(( err - at ))
 }
 cancel_in "$pid" "rp_acquire(%cancel"
 session_timed s "SELECT rp_acquire('cancel', 1000)"

@@ -153,7 +153,11 @@ session_timed nc "SELECT count(*) FROM sem_hung WHERE (rp_extend('dies', token, 
 session_close nc
 diag "the hung holders' permits came back $TIMED_MS ms after they were shortened to a TTL of $TTL ms (server clock)"
 is "$(echo $TIMED_OUT)" "$PERMITS t" "a waiting newcomer gets a permit once the hung holders' TTL ends"
-cmp_ok "$TIMED_MS" -le $((TTL + 5000)) "within the TTL (+ 5 s margin for a loaded machine)"
+# Not before the TTL either: a permit back at once (rp_extend ending it, a
+# prune that ignores the score) is the holders' place given away while they
+# still held it (an extend that read ttl_ms as seconds: 37 ms, passed).
+[ -n "$TIMED_MS" ] && [ "$TIMED_MS" -ge $((TTL - 100)) ] && [ "$TIMED_MS" -le $((TTL + 5000)) ]
+ok $? "at the TTL, not before it ends, nor later than 5 s past it (${TIMED_MS:-?} ms, TTL $TTL ms)"
 for p in $pids; do kill -CONT "$p"; done
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sem-holder'" >/dev/null
 wait
@@ -164,11 +168,12 @@ for i in $(seq $PERMITS); do
 	q "SET application_name = 'sem-holder2'" "SELECT (rp_semaphore_acquire('killed', $PERMITS, 60000)).fence" "SELECT pg_sleep(60)" \
 	  >/dev/null 2>&1 &
 done
-wait_for 60 '[ "$(info killed in_use)" = "$PERMITS" ]' || diag "the holders did not all take a permit in 60 s"
+wait_for 60 '[ "$(info killed in_use)" = "$PERMITS" ]'
+held_before=$(info killed in_use)   # else "released" below would hold for permits never taken
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sem-holder2'" >/dev/null
 wait
 wait_for 30 '[ "$(info killed in_use)" = 0 ]'   # a backend's exit may lag its FATAL on a loaded machine
-is "$(info killed in_use)" "0" "terminated holders' permits (60 s TTL) are released by their backends' exit"
+is "$held_before>$(info killed in_use)" "$PERMITS>0" "terminated holders' permits (60 s TTL) are released by their backends' exit"
 
 lap "3: terminated holders"
 # ---- 4. cancel and statement_timeout end a wait ---------------------------------
