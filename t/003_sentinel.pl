@@ -20,8 +20,6 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 
@@ -36,9 +34,8 @@ my $sentinels = join(',', map { '127.0.0.1:' . $_->port } @sent);
 
 my $node = rp_node('sentinel', "redis_primitives.sentinels = '$sentinels'\n"
 	  . "redis_primitives.sentinel_master = 'rpm'\n");
-sub sql { return scalar $node->safe_psql('postgres', $_[0]); }
 
-sub ms_of { return sql("SELECT (extract(epoch FROM $_[0]) * 1000)::bigint"); }
+sub ms_of { return sql($node, "SELECT (extract(epoch FROM $_[0]) * 1000)::bigint"); }
 
 # Every sentinel names the master, sees the replica healthy, and knows the
 # two other sentinels.
@@ -46,12 +43,12 @@ ok(wait_until(sub { $pr->link_up && !grep { !$_->sees($pm, $pr, 2) } @sent }),
 	'master, replica and three sentinels are up and know each other');
 
 # ---- discovery -------------------------------------------------------------
-is(sql('SELECT redis_version IS NOT NULL FROM rp_ping()'), 't', 'rp_ping through the sentinels');
-sql("SELECT rp_acquire('sent-where', 60000)");
+is(sql($node, 'SELECT redis_version IS NOT NULL FROM rp_ping()'), 't', 'rp_ping through the sentinels');
+sql($node, "SELECT rp_acquire('sent-where', 60000)");
 is($pm->cli('GET', 'rp:{sent-where}:fence'), '1', 'the lease was taken on the master the sentinels named');
 {
 	local $ENV{PGOPTIONS} = "-c redis_primitives.sentinels=127.0.0.1:1,$sentinels";
-	is(sql("SELECT last_fence FROM rp_lock_info('sent-where')"), '1', 'a dead sentinel first in the list is skipped');
+	is(sql($node, "SELECT last_fence FROM rp_lock_info('sent-where')"), '1', 'a dead sentinel first in the list is skipped');
 	$ENV{PGOPTIONS} = '-c redis_primitives.sentinels=127.0.0.1:1,127.0.0.1:2';
 	is(sqlstate($node, "SELECT rp_lock_info('x')"), '08001', 'no sentinel reachable: 08001');
 	$ENV{PGOPTIONS} = '-c redis_primitives.sentinel_master=nosuch';
@@ -63,7 +60,7 @@ is($pm->cli('GET', 'rp:{sent-where}:fence'), '1', 'the lease was taken on the ma
 # B's, without and with the floor.
 for my $t ('acct', 'nofloor', 'floor')
 {
-	sql(qq{
+	sql($node, qq{
 CREATE TABLE sent_$t (id int PRIMARY KEY, fence bigint NOT NULL, writes int NOT NULL);
 CREATE INDEX ON sent_$t (fence);
 CREATE TRIGGER guard BEFORE INSERT OR UPDATE ON sent_$t FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence');
@@ -79,7 +76,7 @@ my $loader = lease_load($node, 'sent_log', 16, ['sent-acct'], q{PERFORM pg_sleep
           UPDATE sent_acct SET fence = l.fence, writes = writes + 1 WHERE id = 1;
           PERFORM rp_release(l);
         END IF;});
-wait_until(sub { sql('SELECT count(*) FROM sent_log WHERE ok AND fence IS NOT NULL') >= 20 });
+wait_until(sub { sql($node, 'SELECT count(*) FROM sent_log WHERE ok AND fence IS NOT NULL') >= 20 });
 my $kill_at = now_ms();
 $pm->stop;
 ok(wait_until(sub { $sent[0]->master_port eq $pr->port }), 'the sentinels promote the replica');
@@ -96,15 +93,15 @@ diag("failover A: last call served by the old master to first by the new one: $p
 	  . ' (kill to promotion seen by a sentinel: ' . ($promoted_at - $kill_at) . ' ms)');
 ok($first_ok ne '' && $last_ok ne '' && $pause < 20000,
 	"the pause is the failover time (sentinel down-after 1000 ms), not more ($pause ms)");
-cmp_ok(sql("SELECT count(*) FROM sent_log WHERE ok AND fence IS NOT NULL AND at > to_timestamp($kill_at / 1000.0)"),
+cmp_ok(sql($node, "SELECT count(*) FROM sent_log WHERE ok AND fence IS NOT NULL AND at > to_timestamp($kill_at / 1000.0)"),
 	'>=', 10, 'leases are taken and fenced writes made on the new master');
-is(sql("SELECT count(*) FROM sent_log WHERE NOT ok AND left(state, 5) NOT IN ('08001', '08006')"), '0',
+is(sql($node, "SELECT count(*) FROM sent_log WHERE NOT ok AND left(state, 5) NOT IN ('08001', '08006')"), '0',
 	'calls during the failover fail only as unreachable or lost ('
-	  . sql("SELECT string_agg(DISTINCT left(state, 5), ',') FROM sent_log WHERE NOT ok") . ')');
-is( sql(q{SELECT count(*) FROM (SELECT fence, max(fence) OVER (ORDER BY at ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev
+	  . sql($node, "SELECT string_agg(DISTINCT left(state, 5), ',') FROM sent_log WHERE NOT ok") . ')');
+is( sql($node, q{SELECT count(*) FROM (SELECT fence, max(fence) OVER (ORDER BY at ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev
          FROM sent_log WHERE fence IS NOT NULL) s WHERE fence <= prev}), '0',
 	'every accepted token is above every token accepted before it, across the failover');
-diag('load: ' . sql("SELECT count(*) FILTER (WHERE ok) || ' calls ok, ' || count(*) FILTER (WHERE NOT ok) || ' failed, tokens ' || min(fence) || '..' || max(fence) FROM sent_log"));
+diag('load: ' . sql($node, "SELECT count(*) FILTER (WHERE ok) || ' calls ok, ' || count(*) FILTER (WHERE NOT ok) || ' failed, tokens ' || min(fence) || '..' || max(fence) FROM sent_log"));
 
 # ---- B. a failover that loses counter increments ----------------------------
 # The old master comes back as a replica of the new one.
@@ -115,7 +112,7 @@ ok(wait_until(sub { $pm->link_up && !grep { !$_->sees($pr, $pm, 2) } @sent }),
 # WAIT is given 30 s (the default is 500 ms): a replica descheduled for half
 # a second on a loaded machine is still in sync, and the acquire must wait
 # for its acknowledgement, not fail (the RP003 below is the failure).
-is( sql("SET redis_primitives.fence_replicas = 1; SET redis_primitives.command_timeout = 60000; "
+is( sql($node, "SET redis_primitives.fence_replicas = 1; SET redis_primitives.command_timeout = 60000; "
 		  . "SET redis_primitives.fence_replicas_timeout = 30000; SELECT (rp_acquire('sent-wait', 60000)).fence IS NOT NULL"), 't',
 	'fence_replicas = 1 with the replica in sync: the acquire returns after WAIT');
 
@@ -167,14 +164,14 @@ ok( wait_until(sub { $sent[0]->master_port eq $pm->port })
 diag('failover B: kill to first call served: ' . (now_ms() - $kill_at) . ' ms');
 
 # Without the floor: the counter went backwards.
-my $nf = sql("SELECT (rp_acquire('sent-nofloor', 60000)).fence");
+my $nf = sql($node, "SELECT (rp_acquire('sent-nofloor', 60000)).fence");
 ok($nf =~ /^\d+$/ && $nf <= 5, "without the floor, the next token ($nf) is not above the 5 the table already accepted");
 # and the guard accepts a re-issued token from a different lease: the
 # property fencing rests on is broken.
 my $f = '';
 for (1 .. 5)
 {
-	$f = sql(q{SELECT l.fence FROM rp_acquire('sent-nofloor', 60000) l, rp_release(l)});
+	$f = sql($node, q{SELECT l.fence FROM rp_acquire('sent-nofloor', 60000) l, rp_release(l)});
 	last if $f eq '5';
 }
 # The token written is the one the new lease was issued, not a literal: a
@@ -185,9 +182,9 @@ my (undef, $n) = $node->psql('postgres',
 is("$f|$n", '5|1', 'without the floor, token 5 is issued again to another lease and the table accepts it');
 
 # With the floor: above every token the table holds.
-my $fl = sql("SELECT (rp_acquire('sent-floor', 60000, 0, rp_fence_floor('sent_floor'))).fence");
+my $fl = sql($node, "SELECT (rp_acquire('sent-floor', 60000, 0, rp_fence_floor('sent_floor'))).fence");
 ok($fl =~ /^\d+$/ && $fl > 5, "with rp_fence_floor, the next token ($fl) is above every token the table accepted");
-is(sql("WITH u AS (UPDATE sent_floor SET fence = $fl, writes = writes + 1 WHERE id = 1 RETURNING 1) SELECT count(*) FROM u"),
+is(sql($node, "WITH u AS (UPDATE sent_floor SET fence = $fl, writes = writes + 1 WHERE id = 1 RETURNING 1) SELECT count(*) FROM u"),
 	'1', 'and its write is accepted');
 
 # ---- C. demoted under a connected session --------------------------------------

@@ -9,7 +9,6 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
@@ -172,9 +171,7 @@ ok($epoch2 =~ /^\d+$/ && $epoch2 > $epoch1, "n2 leads with a higher epoch ($epoc
 $n1->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
 # judged on the reading that ended the wait: n2's belief lapses for a moment
 # when its elector is descheduled past the margin on a loaded machine
-my $after = '';
-wait_until(sub { ($after = election($n1, "state || ' ' || is_leader") . '|' . leaders($n2)) eq 'follower false|t' });
-is($after, 'follower false|t',
+is(wait_for(sub { election($n1, "state || ' ' || is_leader") . '|' . leaders($n2) }, 'follower false|t'), 'follower false|t',
 	'after thawing, n1 follows and n2 leads');
 
 # ---- stepping down ends the belief at once, not at the deadline -----------

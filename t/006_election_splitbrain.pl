@@ -18,7 +18,6 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
@@ -31,20 +30,23 @@ use RedisPrimitives::Test::Election;
 my $STALL_MS = 1500;
 my $redis = RedisPrimitives::Test::Redis->new;
 
+# The observer's sample(run, a, b, seconds) asks node a, then node b, every
+# 2 ms until the test says stop (a row in sampling_stop, committed after the
+# stall, however long the stall took on a loaded machine; a fixed run ended
+# before a late stall did), for seconds at most: is_leader (the
+# deadline-bounded belief) and state (the elector's own flag, what a plain
+# isLeader would say).  skew_ms: how far apart the two answers were.  It
+# says when it has taken 20 pairs and the last one saw node a lead (the
+# samples commit at its end): the stall starts after a sample of a leading,
+# whatever a loaded elector did before.  schedule is the resource both
+# leaders write to, fenced by the epoch; naive_schedule its naive twin,
+# which trusts whoever believes it leads.
 my $obs = rp_node('observer', $redis->pg_conf);
 sql($obs, qq{
 CREATE EXTENSION dblink;
 CREATE TABLE samples (run text, t_ms float8, skew_ms float8,
                       a_leader bool, b_leader bool, a_state text, b_state text);
 CREATE TABLE sampling_stop (run text);
--- Ask node a, then node b, every 2 ms until the test says stop (a row in
--- sampling_stop, committed after the stall, however long the stall took on
--- a loaded machine; a fixed run ended before a late stall did), for
--- seconds at most: is_leader (the deadline-bounded belief) and state (the
--- elector's own flag, what a plain isLeader would say).  skew_ms: how far
--- apart the two answers were.  It says when it has taken 20 pairs and the
--- last one saw node a lead (the samples commit at its end): the stall
--- starts after a sample of a leading, whatever a loaded elector did before.
 CREATE FUNCTION sample(run text, a text, b text, seconds float8) RETURNS int
 LANGUAGE plpgsql AS \$\$
 DECLARE
@@ -66,8 +68,6 @@ BEGIN
   END LOOP;
   RETURN n;
 END \$\$;
--- The resource both leaders write to, fenced by the epoch, and a naive
--- twin that trusts whoever believes it leads.
 CREATE TABLE schedule (id int PRIMARY KEY, owner text, epoch bigint NOT NULL);
 CREATE TRIGGER fence BEFORE INSERT OR UPDATE ON schedule
   FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('epoch');
@@ -195,9 +195,8 @@ ok($S->{a_believed_after} >= 0 && $S->{a_believed_after} <= $LEASE + $S->{max_ga
 $n1->poll_query_until('postgres', "SELECT state = 'follower' FROM rp_elections()");
 # judged on the reading that ended the wait: n2's belief lapses for a moment
 # when its elector is descheduled past the margin on a loaded machine
-my $after = '';
-wait_until(sub { ($after = election($n1, "state || ' ' || is_leader") . '|' . leaders($n2)) eq 'follower false|t' });
-is($after, 'follower false|t', 'after thawing, n1 follows and n2 leads');
+is(wait_for(sub { election($n1, "state || ' ' || is_leader") . '|' . leaders($n2) }, 'follower false|t'), 'follower false|t',
+	'after thawing, n1 follows and n2 leads');
 
 # ---- 2. Redis is frozen for 1.5 s ----------------------------------------
 # Now n2 leads.  Nobody can renew or campaign: the leader must stop

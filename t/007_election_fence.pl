@@ -8,8 +8,6 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
 use Test::More;
 
 use RedisPrimitives::Test::Redis;
@@ -24,21 +22,14 @@ ok(wait_leader($n1, 'true', 30000) ne '', "n1's elector leads '$ELECTION'");
 # A leader-bound write is refused (RP004) whenever the elector's deadline has
 # passed, which a loaded machine can do to a 400 ms lease at any moment (an
 # elector descheduled for 300 ms): a write the test needs to go through is
-# tried until the elector leads again (the harness's timeout; then the
-# check after it fails).
-sub leader_write
-{
-	my ($sql) = @_;
-	my $state = '';
-	wait_until(sub { ($state = sqlstate($n1, $sql)) eq 'OK' });
-	return $state;
-}
+# tried until the elector leads again (wait_for ... 'OK', the harness's
+# timeout; then the check after it fails).
 
 # ---- leader-bound guard ----------------------------------------------------
 sql($n1, qq{CREATE TABLE sched (id int PRIMARY KEY, v text, epoch bigint);
   CREATE TRIGGER sched_fence BEFORE INSERT OR UPDATE OR DELETE ON sched
     FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('epoch', 'leader=$ELECTION')});
-leader_write("INSERT INTO sched (id, v) VALUES (1, 'a')");
+wait_for(sub { sqlstate($n1, "INSERT INTO sched (id, v) VALUES (1, 'a')") }, 'OK');
 my $e1 = election($n1, 'epoch');
 is(sql($n1, 'SELECT epoch FROM sched'), $e1, "leader-bound: the row is stamped with the elector's epoch");
 # Freeze the elector: its deadline passes and the writes stop at once.
@@ -56,7 +47,7 @@ $redis->cli('FLUSHALL');
 my $e3 = '';
 wait_until(sub { $e3 = election($n1, 'epoch'); return $e3 ne '' && $e3 ne $e2; });
 ok($e3 =~ /^\d+$/ && $e3 > $e2, "after FLUSHALL the elector's new epoch ($e3) is above the last one it held ($e2)");
-leader_write("UPDATE sched SET v = 'c'");
+wait_for(sub { sqlstate($n1, "UPDATE sched SET v = 'c'") }, 'OK');
 # the term it led in when the write went through (a lease lost under load
 # in between is a newer term still)
 my $e_w = election($n1, 'epoch');
@@ -84,13 +75,12 @@ is($got, 'n1 ' . election($n1, 'epoch'),
 	"in db2, rp_leader shows the elector's term (1.0: nobody)");
 is(sql($n1, "SELECT coalesce(rp_campaign('$ELECTION', 'intruder', 10000)::text, 'NULL')", 'db2'), 'NULL',
 	'in db2, an SQL campaign cannot win a second leadership');
-wait_until(sub { ($got = sql($n1, "SELECT rp_is_leader('$ELECTION')", 'db2')) eq 't' });
-is($got, 't', 'in db2, rp_is_leader reads the same belief');
+is(wait_for(sub { sql($n1, "SELECT rp_is_leader('$ELECTION')", 'db2') }, 't'), 't', 'in db2, rp_is_leader reads the same belief');
 sql($n1, "SELECT rp_acquire('$ELECTION', 60000)", 'db2');
 # Waited for 20 s at most: a lock that took the election's own keys would
 # keep the elector out for its 60 s.
-wait_until(sub { ($got = sql($n1, "SELECT rp_is_leader('$ELECTION') AND (SELECT epoch FROM rp_leader('$ELECTION')) = " . election($n1, 'epoch'))) eq 't' }, 20);
-is($got, 't', 'a lock of the same name in db2\'s own namespace leaves the election alone');
+is(wait_for(sub { sql($n1, "SELECT rp_is_leader('$ELECTION') AND (SELECT epoch FROM rp_leader('$ELECTION')) = " . election($n1, 'epoch')) }, 't', 20),
+	't', 'a lock of the same name in db2\'s own namespace leaves the election alone');
 is($redis->cli('EXISTS', "db2:{$ELECTION}:fence") . ' ' . ($redis->cli('GET', "rp:{$ELECTION}:lock") =~ s/:.*//r),
 	'1 election', "db2's lock counts under db2:, the election holds its lock under the server-wide prefix");
 

@@ -8,7 +8,7 @@
 #                                    in the background: psql_start($n1,
 #                                    'SELECT wait_leader(...)', qr/polling/)
 #   election($n1, 'epoch')  rp_elections()'s epoch (any expression) for "job"
-#   leaders($n1, $n2)  elector_pid($n1)  sql($n1, $query, $db)
+#   leaders($n1, $n2)  elector_pid($n1)
 #
 # The one thing to know before editing: the lease is short (400 ms, renew
 # 100 ms, margin 100 ms) so that failures happen in test time; a check on
@@ -23,7 +23,7 @@ use Exporter 'import';
 use PostgreSQL::Test::Utils;
 use RedisPrimitives::Test::Node;
 
-our @EXPORT = qw(election_node wait_leader election leaders elector_pid sql $LEASE $MARGIN $ELECTION);
+our @EXPORT = qw(election_node wait_leader election leaders elector_pid $LEASE $MARGIN $ELECTION);
 our ($LEASE, $RENEW, $MARGIN, $ELECTION) = (400, 100, 100, 'job');
 
 sub election_node
@@ -36,10 +36,10 @@ redis_primitives.election_lease = $LEASE
 redis_primitives.election_renew = $RENEW
 redis_primitives.election_margin = $MARGIN
 ));
-	$node->safe_psql('postgres', qq{
-	-- Poll rp_is_leader every 2 ms until it equals want; the wall-clock ms
-	-- at which it did, or NULL after timeout_ms.  It says when it polls.
-	CREATE FUNCTION wait_leader(want bool, timeout_ms int) RETURNS float8
+	# wait_leader(want, timeout_ms) polls rp_is_leader every 2 ms until it
+	# equals want: the wall-clock ms at which it did, or NULL after
+	# timeout_ms.  It says when it polls.
+	$node->safe_psql('postgres', qq{CREATE FUNCTION wait_leader(want bool, timeout_ms int) RETURNS float8
 	LANGUAGE plpgsql AS \$\$
 	DECLARE t_end timestamptz := clock_timestamp() + timeout_ms * interval '1 ms';
 	BEGIN
@@ -64,10 +64,9 @@ sub wait_leader
 	return scalar $node->safe_psql('postgres', "SELECT round(wait_leader($want, $timeout_ms))");
 }
 
-# $query's one value in database $db (postgres); rp_elections()'s $expr for
-# the election ('follower false' for "state || ' ' || is_leader"); each
-# node's rp_is_leader, joined by '|' ('t|f').
-sub sql { my ($node, $query, $db) = @_; return scalar $node->safe_psql($db // 'postgres', $query); }
+# rp_elections()'s $expr for the election ('follower false' for
+# "state || ' ' || is_leader"); each node's rp_is_leader, joined by '|'
+# ('t|f').
 sub election { return sql($_[0], "SELECT $_[1] FROM rp_elections() WHERE name = '$ELECTION'"); }
 sub leaders { return join('|', map { sql($_, "SELECT rp_is_leader('$ELECTION')") } @_); }
 

@@ -3,6 +3,7 @@
 # PostgreSQL::Test::Cluster has no word for.
 #
 #   my $node = rp_node('n1', $redis->pg_conf . "more = 'conf'\n");
+#   sql($node, $query, $db)        $query's one value in database $db (postgres)
 #   sqlstate($node, $sql)          'OK', or the error's SQLSTATE
 #   my $s = session($node);  sq($s, $sql)    one long-lived session;
 #                                  an error reads "ERROR:  <SQLSTATE>"
@@ -14,6 +15,8 @@
 #                                  lease_load_stop($node, 'log') ends them early
 #   now_ms()                       wall-clock milliseconds
 #   wait_until(sub { ... }, $secs) poll until true, or the harness's timeout
+#   wait_for(sub { ... }, $want, $secs)  poll until it reads $want; the
+#                                  last reading
 #
 # The one thing to know before editing: every helper runs psql against
 # the node's own socket as the superuser the harness made; settings that
@@ -29,7 +32,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Time::HiRes qw(usleep);
 
-our @EXPORT = qw(rp_node sqlstate session sq psql_start psql_finish lease_load lease_load_stop now_ms wait_until);
+our @EXPORT = qw(rp_node sql sqlstate session sq psql_start psql_finish lease_load lease_load_stop now_ms wait_until wait_for);
 
 # A started node with the extension preloaded and created in "postgres";
 # $conf comes last in postgresql.conf.
@@ -65,6 +68,21 @@ sub wait_until
 		usleep(50_000);
 	}
 }
+
+# Read $read->() as wait_until polls until it returns $want (or $secs
+# pass); the last value read.  A check judges the reading that ended the
+# wait: a second reading may differ on a loaded machine (a belief that
+# lapses for a moment, a term renewed in between).
+sub wait_for
+{
+	my ($read, $want, $secs) = @_;
+	my $got;
+	wait_until(sub { ($got = $read->()) eq $want }, $secs);
+	return $got;
+}
+
+# $query's one value in database $db (postgres), as safe_psql returns it.
+sub sql { my ($node, $query, $db) = @_; return scalar $node->safe_psql($db // 'postgres', $query); }
 
 # Run $sql (one or more statements, ON_ERROR_STOP) in database postgres;
 # 'OK', or the SQLSTATE of the error.  In list context also the

@@ -27,7 +27,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use IPC::Run;
 use POSIX ();
-use RedisPrimitives::Test::Node qw(lease_load lease_load_stop psql_finish now_ms wait_until);
+use RedisPrimitives::Test::Node qw(sql lease_load lease_load_stop psql_finish now_ms wait_until);
 use Test::More;
 
 my %running;    # started and not stopped: the END block stops them
@@ -196,8 +196,8 @@ sub cluster_ok
 # until it ended (a fixed 8 s of calls ended long before a reshard that took
 # 48 s at load 45, and met no slot half-moved), command_timeout 60 s (a
 # TRYAGAIN is retried for as long as the slot is half-moved), the reshard
-# started once $p{warm} calls succeeded.  Returns reshard's result and the
-# names.
+# started once $p{warm} calls succeeded.  Checks that no call failed;
+# returns reshard's result and the names.
 sub reshard_under_load
 {
 	my ($self, $to, $slots, $node, %p) = @_;
@@ -227,6 +227,8 @@ sub reshard_under_load
 	psql_finish($load);
 	diag('during the move: ' . $node->safe_psql('postgres',
 		"SELECT count(*) FILTER (WHERE ok) || ' calls ok, ' || count(*) FILTER (WHERE NOT ok) || ' failed' FROM $p{log}"));
+	is(sql($node, "SELECT count(*) FROM $p{log} WHERE NOT ok"), '0',
+		'no call failed' . sql($node, "SELECT coalesce(' (' || min(state) || ')', '') FROM $p{log} WHERE NOT ok"));
 	return ($ok, @names);
 }
 
