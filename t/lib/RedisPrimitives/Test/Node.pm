@@ -12,7 +12,7 @@
 #                                  a waiter), once its NOTICE says it runs
 #   my $p = lease_load($node, 'log', $secs, \@names, $call)   lock calls
 #                                  in the background, each logged in a table;
-#                                  lease_load_stop($node, 'log') ends them early
+#                                  a row in table log_stop ends them early
 #   now_ms()                       wall-clock milliseconds
 #   wait_until(sub { ... }, $secs) poll until true, or the harness's timeout
 #   wait_for(sub { ... }, $want, $secs)  poll until it reads $want; the
@@ -32,7 +32,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Time::HiRes qw(usleep);
 
-our @EXPORT = qw(rp_node sql sqlstate session sq psql_start psql_finish lease_load lease_load_stop now_ms wait_until wait_for);
+our @EXPORT = qw(rp_node sql sqlstate session sq psql_start psql_finish lease_load now_ms wait_until wait_for);
 
 # A started node with the extension preloaded and created in "postgres";
 # $conf comes last in postgresql.conf.
@@ -140,9 +140,9 @@ sub psql_start
 # seconds, in the background (psql_finish waits for them): each call's
 # outcome is a row of table $log (at, name, ok, state: SQLSTATE and
 # message, fence of l).  $call is the PL/pgSQL of one call on name n, its
-# lease in l (by default an acquire and its release).  lease_load_stop ends
-# the calls before $secs (a row in table ${log}_stop): a load that must last
-# as long as something else does, however long a loaded machine makes it.
+# lease in l (by default an acquire and its release).  A row in table
+# ${log}_stop ends the calls before $secs: a load that must last as long as
+# something else does, however long a loaded machine makes it.
 sub lease_load
 {
 	my ($node, $log, $secs, $names, $call) = @_;
@@ -165,13 +165,6 @@ BEGIN
     END LOOP;
   END LOOP;
 END \$\$});
-}
-
-sub lease_load_stop
-{
-	my ($node, $log) = @_;
-	$node->safe_psql('postgres', "INSERT INTO ${log}_stop DEFAULT VALUES");
-	return;
 }
 
 # Wait for it; its output, chomped (what it printed so far if it ran past

@@ -27,7 +27,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use IPC::Run;
 use POSIX ();
-use RedisPrimitives::Test::Node qw(sql lease_load lease_load_stop psql_finish now_ms wait_until);
+use RedisPrimitives::Test::Node qw(sql lease_load psql_finish now_ms wait_until);
 use Test::More;
 
 my %running;    # started and not stopped: the END block stops them
@@ -223,7 +223,7 @@ sub reshard_under_load
 		'--cluster-from', $self->cli('CLUSTER', 'MYID'), '--cluster-to', $to->cli('CLUSTER', 'MYID'),
 		'--cluster-slots', $slots, '--cluster-pipeline', '10', '--cluster-yes');
 	diag("$slots slots resharded in " . (now_ms() - $t) . " ms under load on @names");
-	lease_load_stop($node, $p{log});
+	sql($node, "INSERT INTO $p{log}_stop DEFAULT VALUES");   # ends the load
 	psql_finish($load);
 	diag('during the move: ' . $node->safe_psql('postgres',
 		"SELECT count(*) FILTER (WHERE ok) || ' calls ok, ' || count(*) FILTER (WHERE NOT ok) || ' failed' FROM $p{log}"));
