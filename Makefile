@@ -13,7 +13,9 @@ EXTENSION    = redis_primitives
 MODULE_big   = redis_primitives
 EXT_VERSION  = 1.1
 
-SRCS         = $(sort $(wildcard src/*.c))
+# The layers (src/README.md): each folder one floor, the module on top.
+SRC_DIRS     = src/common src/redis src/lease src/worker src/prim
+SRCS         = src/module.c $(sort $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 OBJS         = $(SRCS:.c=.o)
 LUA_COMMON   = $(wildcard src/lua/*_common.lua)
 LUA          = $(sort $(filter-out $(LUA_COMMON),$(wildcard src/lua/*.lua)))
@@ -40,7 +42,7 @@ ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 # test starts its own PostgreSQL nodes and Redis; t/README.md says more.
 TAP_TESTS    = 1
 
-PG_CPPFLAGS  = -I$(srcdir)/src
+PG_CPPFLAGS  = -I$(srcdir)/src $(foreach d,$(SRC_DIRS),-I$(srcdir)/$(d))
 # Warnings for everyone; errors only where the project itself builds (make
 # test, CI: scripts/lib.sh passes RP_WERROR=-Werror), so a user's newer
 # compiler with a new warning does not fail the build.
@@ -65,7 +67,7 @@ src/rp_scripts.h: $(LUA) $(LUA_COMMON) scripts/embed-lua.sh scripts/expand-inclu
 	sh scripts/embed-lua.sh $(LUA) > $@.tmp && mv $@.tmp $@
 
 # The bitcode (.bc, for JIT inlining) is compiled from the same sources.
-$(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(wildcard src/*.h)
+$(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.h))
 
 # Project targets.  All of them start throwaway servers and clean up.
 .PHONY: test demo bench deb bench-quick bench-track soak soak-memory bench-fence bench-tls bench-apps bench-semaphore bench-profile test-semaphore-long

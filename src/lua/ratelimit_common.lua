@@ -35,7 +35,7 @@ end
 -- Shadow mode: the caller admits every request, and counts here, in the
 -- same atomic call, each one the limit refuses (which records nothing).
 -- A refusal also says how long the key itself lives (PTTL: -1 none, -2 no
--- key): the refusal cache (src/ratecache.c) never outlives the key.
+-- key): the refusal cache (src/prim/ratecache.c) never outlives the key.
 local function reply(allowed, remaining, retry, reset)
   if KEYS[2] and not allowed then
     redis.call('INCR', KEYS[2])

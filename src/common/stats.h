@@ -83,7 +83,7 @@ typedef enum RpConnEvent
 /* Settings.  Called by _PG_init. */
 extern void rp_stats_init(void);
 
-/* Shared memory, when preloaded: redis_primitives.c's shmem hooks call these. */
+/* Shared memory, when preloaded: module.c's shmem hooks call these. */
 extern void rp_stats_shmem_request(void);
 extern void rp_stats_shmem_startup(void);
 

@@ -1492,7 +1492,7 @@ rp_lock_release_session_leases(void)
 }
 
 /* ------------------------------------------------------------------------
- * Leases of other kinds: semaphore permits (src/semaphore.c).
+ * Leases of other kinds: semaphore permits (src/prim/semaphore.c).
  *
  * A permit is a registry entry like a lock's, so rp_release, rp_extend,
  * rp_release_all, rp_leases, transaction and exit release and the

@@ -35,7 +35,7 @@ typedef struct RpRcRequest
 
 extern void rp_ratecache_init(void);
 
-/* Shared memory, when preloaded: redis_primitives.c's shmem hooks call these. */
+/* Shared memory, when preloaded: module.c's shmem hooks call these. */
 extern void rp_ratecache_shmem_request(void);
 extern void rp_ratecache_shmem_startup(void);
 

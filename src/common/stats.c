@@ -3,7 +3,7 @@
  * stats.c
  *		rp_stats and rp_locks: per-primitive counters and the table of every
  *		lease any backend of this server holds, in one piece of shared memory
- *		(requested and set up from redis_primitives.c's shmem hooks).
+ *		(requested and set up from module.c's shmem hooks).
  *
  * Before editing, know this: writers never wait for each other.  Counters
  * live in one slot per backend (indexed by MyBackendId, one writer each,

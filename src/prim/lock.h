@@ -27,7 +27,7 @@
 
 extern void rp_lock_init(void);
 
-/* Leases of other kinds in the session's registry (src/semaphore.c). */
+/* Leases of other kinds in the session's registry (src/prim/semaphore.c). */
 extern void rp_lease_new_token(char *out, RpLeaseKind kind);
 /* rp_eval that also tells the registry Redis answers (unsettled go then). */
 extern RpReply *rp_lease_eval(const RpScript *script, int nkeys, const RpArg *keys,

@@ -17,7 +17,7 @@
 
 #include "datatype/timestamp.h"
 
-/* Shared memory, when preloaded: redis_primitives.c's shmem hooks call these. */
+/* Shared memory, when preloaded: module.c's shmem hooks call these. */
 extern void rp_orphans_shmem_request(void);
 extern void rp_orphans_shmem_startup(void);
 

@@ -52,7 +52,7 @@ typedef struct RpElectionState
 /* Settings always; the worker only when preloaded. */
 extern void rp_elector_init(void);
 
-/* Shared memory, when preloaded: redis_primitives.c's shmem hooks call these. */
+/* Shared memory, when preloaded: module.c's shmem hooks call these. */
 extern void rp_elector_shmem_request(void);
 extern void rp_elector_shmem_startup(void);
 

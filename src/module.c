@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * redis_primitives.c
+ * module.c
  *		Module entry point: _PG_init, the shared-memory hooks, and the
  *		diagnostics functions rp_ping and rp_key_slot.
  *

@@ -21,7 +21,7 @@
 /* Settings, the elector's leadership hook and the worker; called by _PG_init. */
 extern void rp_notify_init(void);
 
-/* Shared memory, when preloaded: redis_primitives.c's shmem hooks call these. */
+/* Shared memory, when preloaded: module.c's shmem hooks call these. */
 extern void rp_notify_shmem_request(void);
 extern void rp_notify_shmem_startup(void);
 
