@@ -11,7 +11,7 @@
 
 EXTENSION    = redis_primitives
 MODULE_big   = redis_primitives
-EXT_VERSION  = 1.1
+EXT_VERSION  = 1.2
 
 # The layers (src/README.md): each folder one floor, the module on top.
 SRC_DIRS     = src/common src/redis src/lease src/worker src/prim

@@ -1,4 +1,4 @@
--- redis_primitives--1.1.sql
+-- redis_primitives--1.2.sql
 -- Assembled by the Makefile from src/sql/*.sql; edit those files.
 --
 -- Every object is created in @extschema@ and every reference to a type or

@@ -1,29 +1,31 @@
 #!/usr/bin/env bash
-# upgrade.sh -- a 1.0 database taken to 1.1 with ALTER EXTENSION ... UPDATE
-# must end with the catalog a fresh CREATE EXTENSION of 1.1 gives, and keep
-# its leases, fenced rows and store rows working.
+# upgrade.sh -- a 1.0 database and a 1.1 database taken to the current
+# version (CUR below) with ALTER EXTENSION ... UPDATE must each end with the
+# catalog a fresh CREATE EXTENSION gives, and keep their leases, fenced rows
+# and store rows working.
 #
-# Every engineer's 1.1 objects reach 1.0 databases only through
-# src/sql/upgrade/redis_primitives--1.0--1.1.sql; this test is what keeps
-# that script honest.  It compares ext_catalog.sql's listing of every member
+# New objects reach older databases only through src/sql/upgrade/ (1.0 ->
+# 1.1 -> 1.2, chained by PostgreSQL); this test is what keeps those scripts
+# honest.  It compares ext_catalog.sql's listing of every member
 # object (full function definitions, columns, indexes, triggers, comments,
 # ACLs, pg_dump configuration) and prints each line only one side has.
 # It also shows that the comparison sees a deliberately missing function and
 # a changed attribute, which a comparison of object names (what \dx+ shows)
 # does not see.
 #
-# Before the update the 1.0 catalog runs against the 1.1 library: every C
+# Before the update the 1.0 catalog runs against the current library: every C
 # symbol the 1.0 script names must still be there (CREATE EXTENSION checks),
 # and every function must work called with its 1.0 arguments.
 source "$(dirname "$0")/tap.bash"
 
 CATALOG=$(dirname "$0")/ext_catalog.sql
-OLD=rp_upg_old NEW=rp_upg_new BROKEN=rp_upg_broken
-cleanup() { for d in $OLD $NEW $BROKEN; do dropdb --if-exists "$d" 2>/dev/null; done; }
+OLD=rp_upg_old MID=rp_upg_mid NEW=rp_upg_new BROKEN=rp_upg_broken
+CUR=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" "$(dirname "$0")/../../redis_primitives.control")
+cleanup() { for d in $OLD $MID $NEW $BROKEN; do dropdb --if-exists "$d" 2>/dev/null; done; }
 cleanup
 trap cleanup EXIT
 
-plan 24
+plan 28
 
 # dq DB SQL...: q in another database.
 dq() { local db=$1; shift; RP_DB=$db q "$@"; }
@@ -48,14 +50,14 @@ compare() {
 		diag "Only in $3 (the upgrade script leaves or makes it different):"
 		printf '%s\n' "$only_a" | sed 's/^/#     /'
 	fi
-	diag "Fix: src/sql/upgrade/redis_primitives--1.0--1.1.sql must create, replace, alter or drop each object above as src/sql/*.sql define it."
+	diag "Fix: the upgrade script to $CUR (src/sql/upgrade/) must create, replace, alter or drop each object above as src/sql/*.sql define it."
 	return 1
 }
 
-# ---- 1.0, on the 1.1 library ---------------------------------------------
-createdb "$OLD" && createdb "$NEW" && createdb "$BROKEN"
+# ---- 1.0, on the current library -----------------------------------------
+createdb "$OLD" && createdb "$MID" && createdb "$NEW" && createdb "$BROKEN"
 is "$(dq_state $OLD "CREATE EXTENSION redis_primitives VERSION '1.0'")" "OK" \
-	"CREATE EXTENSION ... VERSION '1.0' against the 1.1 library (every C symbol 1.0 names resolves)"
+	"CREATE EXTENSION ... VERSION '1.0' against the $CUR library (every C symbol 1.0 names resolves)"
 is "$(dq $OLD "SELECT extversion FROM pg_extension WHERE extname = 'redis_primitives'")" "1.0" "the database is at 1.0"
 
 # Every 1.0 function, called with its 1.0 arguments, before the update.
@@ -80,7 +82,7 @@ calls=("SELECT redis_version IS NOT NULL FROM rp_ping()"
 	"SELECT count(*) >= 0 FROM rp_elections()")
 out=$(dq $OLD "${calls[@]}" 2>&1 | tr '\n' ' ')
 is "$out" "$(printf 't %.0s' "${calls[@]}")" \
-	"all ${#calls[@]} calls of 1.0 lock, rate-limit and election functions work on the 1.1 library before the update"
+	"all ${#calls[@]} calls of 1.0 lock, rate-limit and election functions work on the $CUR library before the update"
 
 # Data a 1.0 user has: store rows, a guarded table, a lease held across the
 # update (by the session that runs it).
@@ -97,17 +99,33 @@ out=$(dq $OLD "SELECT (rp_acquire('upg-held', 60000)).fence > 0" \
 	"SELECT extversion FROM pg_extension WHERE extname = 'redis_primitives'" \
 	"SELECT (rp_extend(l, 60000)).fence = l.fence FROM rp_leases() l WHERE name = 'upg-held'" \
 	"SELECT rp_release('upg-held')" 2>&1)
-is "$(echo "$out" | tr '\n' ' ')" "t 1.1 t t " \
-	"ALTER EXTENSION UPDATE reaches 1.1; a lease held across it still extends and releases"
+is "$(echo "$out" | tr '\n' ' ')" "t $CUR t t " \
+	"ALTER EXTENSION UPDATE reaches $CUR; a lease held across it still extends and releases"
 is "$(redis-cli -p "$REDIS_PORT" exists "$(key upg-held lock)")" "0" \
 	"and the released lease is gone from Redis"
 
-is "$(dq_state $NEW "CREATE EXTENSION redis_primitives")" "OK" "a fresh CREATE EXTENSION installs 1.1"
-is "$(dq $NEW "SELECT extversion FROM pg_extension WHERE extname = 'redis_primitives'")" "1.1" "the fresh database is at 1.1"
+is "$(dq_state $NEW "CREATE EXTENSION redis_primitives")" "OK" "a fresh CREATE EXTENSION installs $CUR"
+is "$(dq $NEW "SELECT extversion FROM pg_extension WHERE extname = 'redis_primitives'")" "$CUR" "the fresh database is at $CUR"
 n=$(listing "$NEW" | wc -l)
 cmp_ok "$n" -gt 150 "the catalog listing covers the extension ($n lines)"
-compare "$OLD" "$NEW" "the 1.0 database after ALTER EXTENSION UPDATE" "a fresh 1.1 install"
-ok $? "the updated catalog equals a fresh 1.1 install, line for line"
+compare "$OLD" "$NEW" "the 1.0 database after ALTER EXTENSION UPDATE" "a fresh $CUR install"
+ok $? "the updated 1.0 catalog equals a fresh $CUR install, line for line"
+
+# ---- 1.1, as shipped, to the current version ------------------------------
+is "$(dq_state $MID "CREATE EXTENSION redis_primitives VERSION '1.1'")" "OK" \
+	"CREATE EXTENSION ... VERSION '1.1' against the $CUR library"
+out=$(dq $MID "SELECT (rp_acquire('upg-mid', 60000)).fence > 0" \
+	"SELECT (rp_semaphore_acquire('upg-sem', 2, 60000)).fence > 0" \
+	"ALTER EXTENSION redis_primitives UPDATE" \
+	"SELECT extversion FROM pg_extension WHERE extname = 'redis_primitives'" \
+	"SELECT rp_release('upg-mid')" \
+	"SELECT rp_release_all()" 2>&1)
+is "$(echo "$out" | tr '\n' ' ')" "t t $CUR t 1 " \
+	"1.1 -> $CUR: a lock and a permit held across the update still release"
+is "$(redis-cli -p "$REDIS_PORT" exists "$(key upg-mid lock)")" "0" \
+	"and the released 1.1 lease is gone from Redis"
+compare "$MID" "$NEW" "the 1.1 database after ALTER EXTENSION UPDATE" "a fresh $CUR install"
+ok $? "the updated 1.1 catalog equals a fresh $CUR install, line for line"
 
 # ---- old data and functions after the update -----------------------------
 is "$(dq $OLD "SELECT value::text || ' ' || fence FROM rp_fenced_read('job')")" '{"a": 1} 5' "store rows survive the update"
@@ -129,7 +147,7 @@ is "$(dq $OLD "SELECT extconfig::regclass[]::text FROM pg_extension WHERE extnam
 dq $BROKEN "CREATE EXTENSION redis_primitives VERSION '1.0'" "ALTER EXTENSION redis_primitives UPDATE" \
 	"ALTER EXTENSION redis_primitives DROP FUNCTION rp_ping()" "DROP FUNCTION rp_ping()" \
 	"ALTER FUNCTION rp_release_all() STABLE"
-msg=$(compare "$BROKEN" "$NEW" "the broken update" "a fresh 1.1 install")
+msg=$(compare "$BROKEN" "$NEW" "the broken update" "a fresh $CUR install")
 rc=$?
 ok $([ $rc -ne 0 ]; echo $?) "the comparison fails for an upgrade that lost a function and changed another"
 printf '%s\n' "$msg" | head -30

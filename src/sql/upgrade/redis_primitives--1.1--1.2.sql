@@ -1,0 +1,22 @@
+-- redis_primitives--1.1--1.2.sql
+-- ALTER EXTENSION redis_primitives UPDATE TO '1.2' from a 1.1 database; a
+-- 1.0 database gets here through redis_primitives--1.0--1.1.sql first
+-- (PostgreSQL chains the two).
+--
+-- Every SQL object that 1.2 adds or changes (in src/sql/*.sql, which build
+-- redis_primitives--1.2.sql) is created or replaced here too, so that an
+-- updated 1.0 or 1.1 database and a fresh 1.2 install have the same catalog
+-- (test/scenarios/upgrade.sh compares them).  Same rules as the install
+-- script: every object in @extschema@, every type and operator
+-- schema-qualified.
+--
+-- Edit src/sql/upgrade/redis_primitives--1.1--1.2.sql: the Makefile builds
+-- the shipped script from it with scripts/expand-includes.sh, which replaces
+-- each '-- #include FILE [BLOCK]' line by src/sql/FILE (or by its lines
+-- between '-- #begin BLOCK' and '-- #end BLOCK'; 'or-replace' turns CREATE
+-- FUNCTION into CREATE OR REPLACE, for a function 1.1 already has).  Each
+-- definition is written once, in src/sql; written here is only what an
+-- update needs and a fresh install does not: DROPs, per-function REVOKEs
+-- and GRANTs.
+
+\echo Use "ALTER EXTENSION redis_primitives UPDATE TO '1.2'" to load this file. \quit
