@@ -30,17 +30,20 @@ DATA_built   = $(EXTENSION)--$(EXT_VERSION).sql $(UPGRADES)
 DATA         = $(wildcard src/sql/history/*.sql)
 EXTRA_CLEAN  = src/rp_scripts.h
 
-# pg_regress: every sql/*.sql, against a server the test runner configured.
-REGRESS      = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
-REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
+# Every suite lives under test/ (docs/testing.md).  pg_regress: every
+# test/sql/*.sql, against a server the test runner configured.
+REGRESS      = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
+REGRESS_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 
 ISOLATION    = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 
 # Tests that need several servers (a standby, a second node, Sentinel, TLS):
-# t/*.pl on PostgreSQL::Test::Cluster, with our Redis helper in t/lib.  Each
-# test starts its own PostgreSQL nodes and Redis; t/README.md says more.
+# test/t/*.pl on PostgreSQL::Test::Cluster, with our Redis helper in
+# test/t/lib.  Each test starts its own PostgreSQL nodes and Redis;
+# test/t/README.md says more.
 TAP_TESTS    = 1
+PROVE_TESTS  = test/t/*.pl
 
 PG_CPPFLAGS  = -I$(srcdir)/src $(foreach d,$(SRC_DIRS),-I$(srcdir)/$(d))
 # Warnings for everyone; errors only where the project itself builds (make
@@ -53,7 +56,7 @@ PG_CONFIG   ?= pg_config
 PGXS        := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-PG_PROVE_FLAGS += -I $(srcdir)/t/lib
+PG_PROVE_FLAGS += -I $(srcdir)/test/t/lib
 
 $(EXTENSION)--$(EXT_VERSION).sql: $(SQL_PARTS)
 	cat $^ > $@
@@ -76,10 +79,10 @@ test:
 soak-memory:
 	bash scripts/soak-memory.sh
 # A randomized run: workers, a nemesis injecting faults, a history and an
-# independent checker (soak/, docs/testing.md).  SOAK_SECONDS (default 90),
+# independent checker (test/soak/, docs/testing.md).  SOAK_SECONDS (default 90),
 # SOAK_SEED (default random), SOAK_OUT (where the history is kept).
 soak:
-	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_SEED=$(SOAK_SEED) bash soak/run.sh
+	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_SEED=$(SOAK_SEED) bash test/soak/run.sh
 SOAK_SECONDS ?= 90
 SOAK_SEED ?=
 # The semaphore scenario with its races repeated 3x as often (15 rounds, 40

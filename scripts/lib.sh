@@ -181,11 +181,11 @@ rp_stop_pg() {  # name [mode]
 }
 
 # tls_make_certs DIR: throwaway certificates for TLS tests, owned by the
-# PostgreSQL user (what it writes: t/lib/RedisPrimitives/Test/Certs.pm, the
+# PostgreSQL user (what it writes: test/t/lib/RedisPrimitives/Test/Certs.pm, the
 # one copy of the recipe).  tls_redis_args DIR CERT PORT: the redis-server
 # arguments of a TLS-only server on PORT with the certificate DIR/CERT.crt.
 tls_make_certs() {
-	perl -I "$RP_ROOT/t/lib" -MRedisPrimitives::Test::Certs \
+	perl -I "$RP_ROOT/test/t/lib" -MRedisPrimitives::Test::Certs \
 		-e 'RedisPrimitives::Test::Certs::make_certs(@ARGV)' "$1" ||
 		{ rp_log "# could not make the test certificates"; return 1; }
 	[ "$(id -u)" -ne 0 ] || chown -R postgres: "$1"

@@ -3,11 +3,11 @@
 #
 # Builds and installs the extension, starts throwaway PostgreSQL and Redis
 # servers (a pair per slot, below), and runs every suite against them:
-#   pg_regress      sql/ + expected/           deterministic SQL behaviour
+#   pg_regress      test/sql, expected         deterministic SQL behaviour
 #   isolation       test/isolation/specs/      concurrency interleavings
 #   pgTAP           test/pgtap/*.sql           psql, as pg_prove runs them
 #   scenarios       test/scenarios/*.sh        timing, faults, load (TAP, via prove)
-#   tap             t/*.pl                     several servers: PostgreSQL::Test::Cluster
+#   tap             test/t/*.pl                 several servers: PostgreSQL::Test::Cluster
 #                                              nodes and Redis servers of their own
 # and, first, one check on the build: no two modules of src/ include or call
 # each other in a circle (scripts/check-layers.py), whatever RP_SUITES says.
@@ -71,7 +71,7 @@ files_heaviest_first() {
 	local all w
 	all=$(for s in $suites; do
 		case $s in regress|isolation) echo "$s" ;; pgtap) ls test/pgtap/*.sql ;;
-			scenarios) ls test/scenarios/*.sh ;; tap) ls t/*.pl ;; esac
+			scenarios) ls test/scenarios/*.sh ;; tap) ls test/t/*.pl ;; esac
 	done 2>/dev/null | sort | while read -r f; do [[ $f == *${RP_ONLY:-}* || $f != */* ]] && echo "$f"; done)
 	for w in $HEAVY; do grep -F "$w" <<<"$all"; done
 	echo "$all"
@@ -128,7 +128,7 @@ retire_slot() { RP_TMP=$RUN/slot-$k rp_stop_servers; }
 run_file() {
 	local f=$1 kind=scenarios limit=${RP_FILE_TIMEOUT:-900} rc out k= diffs= cmd=(bash "$1")
 	case $f in
-	t/*) kind=tap ;;
+	test/t/*) kind=tap ;;
 	# a pgTAP file as pg_prove runs it
 	test/pgtap/*) kind=pgtap cmd=(psql -X -A -q -t -P pager=off -v ON_ERROR_STOP=1 -d rp_test -f "$f") ;;
 	# pg_regress and isolation write results/ and output_iso/ into the tree
@@ -142,7 +142,7 @@ run_file() {
 		# nodes' folders under $TESTDIR, as the postgres user when we are
 		# root (runuser keeps the environment): PostgreSQL::Test::Cluster
 		# starts its own servers.
-		rp_as_pg timeout -k 10 "$limit" perl -I "$PGXS_DIR/test/perl" -I t/lib "$f"
+		rp_as_pg timeout -k 10 "$limit" perl -I "$PGXS_DIR/test/perl" -I test/t/lib "$f"
 	else
 		take_slot && timeout -k 10 "$limit" "${cmd[@]}" {SLOT}>&-
 	fi >>"$out" 2>&1

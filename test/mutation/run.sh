@@ -63,11 +63,11 @@ untested() {
 	o=${RP_MUTATION_ONLY-$(field "$1" only)}
 	for s in ${RP_MUTATION_SUITES:-$(field "$1" suites)}; do
 		case $s in
-			regress) set -- "$root"/sql/*.sql ;;
+			regress) set -- "$root"/test/sql/*.sql ;;
 			isolation) set -- "$root"/test/isolation/specs/*.spec ;;
 			pgtap) set -- "$root"/test/pgtap/*.sql ;;
 			scenarios) set -- "$root"/test/scenarios/*.sh ;;
-			tap) set -- "$root"/t/*.pl ;;
+			tap) set -- "$root"/test/t/*.pl ;;
 			*) echo "$s (no such suite)"; continue ;;
 		esac
 		n=0

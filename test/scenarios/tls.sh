@@ -26,7 +26,7 @@
 #     and 100 reconnects (a build without rp_tls_close's SSL_free grows it
 #     by 69 kB a connection: 20.6 MB over 150 + 150).
 #
-# Sentinel and Cluster over TLS: t/008_tls_topology.pl.
+# Sentinel and Cluster over TLS: test/t/008_tls_topology.pl.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
 plan 46

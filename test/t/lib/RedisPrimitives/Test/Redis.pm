@@ -1,4 +1,4 @@
-# t/lib/RedisPrimitives/Test/Redis.pm -- throwaway Redis servers, Sentinels
+# test/t/lib/RedisPrimitives/Test/Redis.pm -- throwaway Redis servers, Sentinels
 # and Clusters for the Perl TAP tests (t/*.pl), beside
 # PostgreSQL::Test::Cluster.
 #

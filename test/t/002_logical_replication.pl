@@ -1,4 +1,4 @@
-# t/002_logical_replication.pl -- a fenced table on a logical-replication
+# test/t/002_logical_replication.pl -- a fenced table on a logical-replication
 # subscriber.
 #
 # Row triggers do not fire for the apply worker unless the table says

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""soak/check.py DIR -- the soak's checker: decides every invariant from the
+"""test/soak/check.py DIR -- the soak's checker: decides every invariant from the
 history (DIR/history-*.jsonl) and the final state (DIR/final.json) alone.
 
 Written apart from the extension and from soak/driver.py: it imports

@@ -1,4 +1,4 @@
-# t/lib/RedisPrimitives/Test/Certs.pm -- throwaway certificates for the TLS
+# test/t/lib/RedisPrimitives/Test/Certs.pm -- throwaway certificates for the TLS
 # tests, with the openssl command.  make_certs($dir) writes:
 #   ca.crt/key        the test CA
 #   ca2.crt/key       another CA (the "wrong CA")
@@ -10,7 +10,7 @@
 #
 # The one thing to know before editing: this is the only copy of the
 # recipe; the bash tests' tls_make_certs (scripts/lib.sh) runs it as
-#   perl -I t/lib -MRedisPrimitives::Test::Certs -e 'RedisPrimitives::Test::Certs::make_certs(@ARGV)' DIR
+#   perl -I test/t/lib -MRedisPrimitives::Test::Certs -e 'RedisPrimitives::Test::Certs::make_certs(@ARGV)' DIR
 # so it must not use the PostgreSQL::Test modules (IPC::Run only).  Keys are unencrypted,
 # mode 600 (openssl writes them so), owned by whoever ran it.
 package RedisPrimitives::Test::Certs;

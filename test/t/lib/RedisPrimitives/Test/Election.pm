@@ -1,4 +1,4 @@
-# t/lib/RedisPrimitives/Test/Election.pm -- PostgreSQL servers that run a
+# test/t/lib/RedisPrimitives/Test/Election.pm -- PostgreSQL servers that run a
 # background elector, for the election tests (t/*_election_*.pl).
 #
 #   my $n1 = election_node('n1', $redis);   # node_id n1, election "job"

@@ -1,4 +1,4 @@
-# t/005_election_failover.pl -- two servers, one election: how fast does
+# test/t/005_election_failover.pl -- two servers, one election: how fast does
 # leadership move when the leader leaves cleanly, and when it stalls?
 #
 # The reference (README §3, lease 400 ms) measured a clean handover of 27 ms

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""soak/driver.py -- the soak's clients, nemesis and samplers (issue 15).
+"""test/soak/driver.py -- the soak's clients, nemesis and samplers (issue 15).
 
 Run by soak/run.sh, which starts the servers and exports SOAK_SECONDS,
 SOAK_SEED, SOAK_OUT, PGHOST, PGPORT, PG2PORT, REDIS_PORT, RP_TMP, SOAK_PGBIN.

@@ -1,4 +1,4 @@
-# t/001_standby.pl -- the extension on a hot standby, and after promotion.
+# test/t/001_standby.pl -- the extension on a hot standby, and after promotion.
 #
 # A streaming replica made with pg_basebackup -R: there the background
 # elector runs but never campaigns, rp_is_leader(name) is false (not the

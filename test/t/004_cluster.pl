@@ -1,4 +1,4 @@
-# t/004_cluster.pl -- Redis Cluster: three masters on local ports.
+# test/t/004_cluster.pl -- Redis Cluster: three masters on local ports.
 #
 # The failures this guards against: a key sent to a node that does not serve
 # its slot (MOVED, or CROSSSLOT for a many-lease script), and a slot that

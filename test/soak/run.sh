@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# soak/run.sh -- `make soak`: a randomized robustness run (issue 15).  Starts
+# test/soak/run.sh -- `make soak`: a randomized robustness run (issue 15).  Starts
 # its own Redis and two PostgreSQL servers (both with the background elector
 # contending for 'soak-leader'), runs soak/driver.py (workers + nemesis +
 # samplers, writing a JSON-lines history), then soak/check.py, which decides
@@ -16,7 +16,7 @@
 # the servers under test, so a failing seed can be re-checked and studied
 # after the servers are gone.  Exits 1 on any violation.
 set -uo pipefail
-source "$(dirname "$0")/../scripts/lib.sh"
+source "$(dirname "$0")/../../scripts/lib.sh"
 # The whole run is one function, so bash reads all of it before it starts:
 # editing this file during a long run cannot change what that run does next.
 main() {
@@ -85,11 +85,11 @@ mkdir -p "$SOAK_OUT"; rm -f "$SOAK_OUT"/*.jsonl "$SOAK_OUT"/*.json
 chmod 777 "$SOAK_OUT"
 for port in "$PGPORT" "$PG2PORT"; do
 	psql -X -q -p "$port" -c "CREATE DATABASE soak" >/dev/null || exit 1
-	psql -X -q -p "$port" -d soak -v ON_ERROR_STOP=1 -f "$RP_ROOT/soak/sql/common.sql" >/dev/null || exit 1
+	psql -X -q -p "$port" -d soak -v ON_ERROR_STOP=1 -f "$RP_ROOT/test/soak/sql/common.sql" >/dev/null || exit 1
 done
-psql -X -q -p "$PGPORT" -d soak -v ON_ERROR_STOP=1 -f "$RP_ROOT/soak/sql/node1.sql" >/dev/null || exit 1
+psql -X -q -p "$PGPORT" -d soak -v ON_ERROR_STOP=1 -f "$RP_ROOT/test/soak/sql/node1.sql" >/dev/null || exit 1
 for port in "$PGPORT" "$PG2PORT"; do
-	psql -X -q -p "$port" -d soak -v ON_ERROR_STOP=1 -f "$RP_ROOT/soak/sql/leader.sql" >/dev/null || exit 1
+	psql -X -q -p "$port" -d soak -v ON_ERROR_STOP=1 -f "$RP_ROOT/test/soak/sql/leader.sql" >/dev/null || exit 1
 done
 # Every guard must be able to guard its table, or the run proves nothing.
 problems=$(psql -X -At -p "$PGPORT" -d soak -c "SELECT t, p.* FROM unnest(ARRAY['t_token','t_skip','t_strict','t_lock','t_leader','rp_fenced_store']) t, rp_fence_check(t::regclass) p")
@@ -98,14 +98,14 @@ problems=$(psql -X -At -p "$PGPORT" -d soak -c "SELECT t, p.* FROM unnest(ARRAY[
 rp_log "soak: seed $SOAK_SEED, $SOAK_SECONDS s, history in $SOAK_OUT"
 export SOAK_SECONDS SOAK_SEED SOAK_OUT PGPORT PG2PORT REDIS_PORT RP_TMP PGHOST SOAK_SENTINELS
 export SOAK_PGBIN=$PGBIN
-$PY "$RP_ROOT/soak/driver.py" || { rp_log "soak: the driver failed"; exit 1; }
-$PY "$RP_ROOT/soak/check.py" "$SOAK_OUT"; rc=$?
+$PY "$RP_ROOT/test/soak/driver.py" || { rp_log "soak: the driver failed"; exit 1; }
+$PY "$RP_ROOT/test/soak/check.py" "$SOAK_OUT"; rc=$?
 # The selftest re-runs the checker once per invariant: on the short runs
 # (CI), where it is cheap; SOAK_SELFTEST=1 forces it on a long one.
 if [ "$SOAK_SECONDS" -le 300 ] || [ "${SOAK_SELFTEST:-0}" = 1 ]; then
-	$PY "$RP_ROOT/soak/selftest.py" "$SOAK_OUT" || rc=1
+	$PY "$RP_ROOT/test/soak/selftest.py" "$SOAK_OUT" || rc=1
 fi
-rp_log "soak: seed $SOAK_SEED, history kept in $SOAK_OUT (re-check: $PY soak/check.py $SOAK_OUT)"
+rp_log "soak: seed $SOAK_SEED, history kept in $SOAK_OUT (re-check: $PY test/soak/check.py $SOAK_OUT)"
 exit $rc
 }
 main "$@"

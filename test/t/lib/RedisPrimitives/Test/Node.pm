@@ -1,4 +1,4 @@
-# t/lib/RedisPrimitives/Test/Node.pm -- PostgreSQL nodes with the
+# test/t/lib/RedisPrimitives/Test/Node.pm -- PostgreSQL nodes with the
 # extension, and the few ways the tests talk to them that
 # PostgreSQL::Test::Cluster has no word for.
 #

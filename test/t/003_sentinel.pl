@@ -1,4 +1,4 @@
-# t/003_sentinel.pl -- Redis Sentinel: a master, one replica and three
+# test/t/003_sentinel.pl -- Redis Sentinel: a master, one replica and three
 # sentinels on local ports.  The failures this tells the story of:
 #
 #  A. the master dies under load: the sentinels promote the replica, and the

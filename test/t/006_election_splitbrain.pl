@@ -1,4 +1,4 @@
-# t/006_election_splitbrain.pl -- lease 400 ms, leader stalled 1500 ms: for
+# test/t/006_election_splitbrain.pl -- lease 400 ms, leader stalled 1500 ms: for
 # how long do both servers believe they lead?
 #
 # The reference (README §3) measured 1095 ms: its isLeader flag stayed true

@@ -1,4 +1,4 @@
-# t/008_tls_topology.pl -- Sentinel and Cluster over TLS (issue 12), every
+# test/t/008_tls_topology.pl -- Sentinel and Cluster over TLS (issue 12), every
 # server TLS-only (plain port 0).  The failures this guards against:
 #
 #  A. sentinels that require AUTH: 1.0 could not ask them at all (NOAUTH, the

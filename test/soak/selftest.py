@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""soak/selftest.py DIR -- shows that soak/check.py sees each kind of
+"""test/soak/selftest.py DIR -- shows that test/soak/check.py sees each kind of
 violation: for every invariant it doctors a copy of a real run's history
 (DIR, left as it is) with one violation of that invariant, runs the checker
 on the copy and requires that invariant's count of violations to grow.

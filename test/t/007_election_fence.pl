@@ -1,4 +1,4 @@
-# t/007_election_fence.pl -- one server with a background elector: the
+# test/t/007_election_fence.pl -- one server with a background elector: the
 # leader-bound guard, epochs that never go back after Redis lost the
 # counter, and one set of election keys for every database of the server.
 #
