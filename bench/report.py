@@ -17,6 +17,7 @@ repetitions are reduced to their median first, then divided.
 
 import argparse
 import csv
+import math
 import os
 import re
 import statistics
@@ -195,6 +196,120 @@ def table(out, head, rows, align=None):
         out.append("| " + " | ".join(r) + " |")
 
 
+# --- charts ------------------------------------------------------------------
+# Plain SVG written here (no plotting library to install): a chart is a
+# picture of numbers the tables beside it already print, never new data.
+
+PALETTE = ["#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7",
+           "#a463f2", "#97bbf5", "#9c6b4e", "#9498a0"]
+
+
+def esc(s):
+    return (str(s).replace("&", "&amp;").replace("<", "&lt;")
+            .replace(">", "&gt;").replace('"', "&quot;"))
+
+
+def tick(v):
+    """An axis label: whole numbers from 10 up, else as few decimals as fit."""
+    if v == 0:
+        return "0"
+    if abs(v) >= 10:
+        return f"{v:,.0f}"
+    return f"{v:.2f}".rstrip("0").rstrip(".")
+
+
+def nice_max(v):
+    """The smallest 1, 2 or 5 x 10^k at or above v (an axis' end)."""
+    if v <= 0:
+        return 1.0
+    k = 10 ** math.floor(math.log10(v))
+    for m in (1, 2, 5, 10):
+        if m * k >= v:
+            return m * k
+    return 10 * k
+
+
+def svg_floor_chart(bars):
+    """bars: [(label, measured p50 ms, floor p50 ms)].  Horizontal bars, one
+    pair per workload: the call as measured, and its floor under it."""
+    row, left, right, top = 34, 190, 90, 44
+    width = 760
+    height = top + row * len(bars) + 40
+    xmax = nice_max(max(max(m, f) for _, m, f in bars))
+    scale = (width - left - right) / xmax
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+         f'font-family="sans-serif" font-size="12">',
+         f'<rect width="{width}" height="{height}" fill="white"/>',
+         f'<text x="{left}" y="18" font-size="14" font-weight="bold">'
+         'Median latency at 1 client against the floor (ms)</text>',
+         f'<rect x="{left}" y="26" width="10" height="10" fill="{PALETTE[0]}"/>'
+         f'<text x="{left + 14}" y="35">measured p50</text>',
+         f'<rect x="{left + 120}" y="26" width="10" height="10" fill="{PALETTE[7]}"/>'
+         f'<text x="{left + 134}" y="35">floor p50 (SELECT 1s + raw Redis scripts)</text>']
+    for i in range(0, 6):
+        v = xmax * i / 5
+        x = left + v * scale
+        o.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{height - 30}" stroke="#ddd"/>')
+        o.append(f'<text x="{x:.1f}" y="{height - 14}" text-anchor="middle">{tick(v)}</text>')
+    for i, (label, m, f) in enumerate(bars):
+        y = top + i * row
+        o.append(f'<text x="{left - 6}" y="{y + 17}" text-anchor="end">{esc(label)}</text>')
+        o.append(f'<rect x="{left}" y="{y + 4}" width="{m * scale:.1f}" height="12" fill="{PALETTE[0]}"/>')
+        o.append(f'<rect x="{left}" y="{y + 17}" width="{f * scale:.1f}" height="8" fill="{PALETTE[7]}"/>')
+        r = ratio(m, f)
+        o.append(f'<text x="{left + max(m, f) * scale + 6:.1f}" y="{y + 17}">'
+                 f'{fmt(m)} ms{f" ({r:.2f}×)" if r else ""}</text>')
+    o.append("</svg>")
+    return "\n".join(o) + "\n"
+
+
+def svg_scaling_chart(series, counts):
+    """series: [(label, {clients: tps})].  Throughput by clients, a line per
+    workload, the client axis spaced by position (1, 4, 8, 16 ...)."""
+    width, height, left, right, top, bottom = 760, 420, 70, 200, 40, 50
+    ymax = nice_max(max(v for _, pts in series for v in pts.values()))
+    pw, ph = width - left - right, height - top - bottom
+    xpos = {c: left + (pw * i / max(1, len(counts) - 1)) for i, c in enumerate(counts)}
+    ypos = lambda v: top + ph - ph * v / ymax
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+         f'font-family="sans-serif" font-size="12">',
+         f'<rect width="{width}" height="{height}" fill="white"/>',
+         f'<text x="{left}" y="22" font-size="14" font-weight="bold">'
+         'Transactions per second by clients</text>']
+    for i in range(0, 6):
+        v = ymax * i / 5
+        o.append(f'<line x1="{left}" y1="{ypos(v):.1f}" x2="{left + pw}" y2="{ypos(v):.1f}" stroke="#ddd"/>')
+        o.append(f'<text x="{left - 6}" y="{ypos(v) + 4:.1f}" text-anchor="end">{tick(v)}</text>')
+    for c, x in xpos.items():
+        o.append(f'<text x="{x:.1f}" y="{top + ph + 18}" text-anchor="middle">{c}</text>')
+    o.append(f'<text x="{left + pw / 2:.1f}" y="{height - 10}" text-anchor="middle">clients</text>')
+    for i, (label, pts) in enumerate(series):
+        colour = PALETTE[i % len(PALETTE)]
+        # past the palette's length, the same colours dashed
+        dash = ' stroke-dasharray="6,3"' if i >= len(PALETTE) else ""
+        xy = [(xpos[c], ypos(pts[c])) for c in counts if c in pts]
+        o.append('<polyline fill="none" stroke-width="2" stroke="%s"%s points="%s"/>'
+                 % (colour, dash, " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)))
+        for x, y in xy:
+            o.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>')
+        ly = top + 14 + 18 * i
+        o.append(f'<line x1="{left + pw + 12}" y1="{ly - 4}" x2="{left + pw + 26}" y2="{ly - 4}" '
+                 f'stroke="{colour}" stroke-width="3"{dash}/>')
+        o.append(f'<text x="{left + pw + 28}" y="{ly}">{esc(label)}</text>')
+    o.append("</svg>")
+    return "\n".join(o) + "\n"
+
+
+def write_chart(out_md, suffix, svg):
+    """Write the chart beside the report; return its name for the link."""
+    stem = os.path.splitext(os.path.basename(out_md))[0]
+    name = f"{stem}-{suffix}.svg"
+    os.makedirs(os.path.dirname(os.path.abspath(out_md)), exist_ok=True)
+    with open(os.path.join(os.path.dirname(os.path.abspath(out_md)), name), "w") as f:
+        f.write(svg)
+    return name
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", nargs="+")
@@ -324,6 +439,11 @@ def main():
         table(o, ["workload", "stmts", "mean ms", "p50 ms", "floor mean / p50 ms", "raw scripts",
                   "× floor (mean)", "× floor (p50)"], frows,
               ["---", "---:", "---:", "---:", "---:", "---", "---:", "---:"])
+        bars = [(n, run.cell(n, 1)["lat_p50_ms"], run.floor(n, wl)[1]) for n in names
+                if run.floor(n, wl) and run.cell(n, 1) and run.cell(n, 1)["lat_p50_ms"] is not None]
+        if bars:
+            o += ["", f"![Median latency against the floor per workload]"
+                      f"({write_chart(a.out, 'floor', svg_floor_chart(bars))})"]
 
     # --- raw Redis -----------------------------------------------------------
     raws = run.names("redis-benchmark")
@@ -356,6 +476,12 @@ def main():
                 r.append(fmt(x["tps"]) if x else "–")
             rows.append(r)
         table(o, ["clients"] + [f"`{n}`" for n in cols], rows)
+        series = [(n, {c: run.cell(n, c)["tps"] for c in run.clients(n)
+                       if run.cell(n, c)["tps"] is not None}) for n in cols]
+        series = [(n, pts) for n, pts in series if pts]
+        if series:
+            o += ["", f"![Transactions per second by clients]"
+                      f"({write_chart(a.out, 'scaling', svg_scaling_chart(series, counts))})"]
 
     # --- metrics -------------------------------------------------------------
     if run.metrics:
