@@ -24,11 +24,17 @@
 #      retry_after has passed the next call reaches Redis and is admitted;
 #   4. an admission under another limit whose reply was lost (the call timed
 #      out, Redis ran it later) clears that key's refusals as an answered
-#      one does.
+#      one does;
+#   5. a refusal answers only callers with the same limit: one cached under
+#      max_requests 1 is not the answer for a caller asking with 100;
+#   6. a cached refusal lives from when the call was *sent*: a refusal
+#      whose reply came back later than its retry_after is not cached at
+#      all (counted from the reply, it would outlive the moment Redis
+#      admits again).
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-plan 22
+plan 25
 
 own_redis
 # Redis' pid, to stall it (SIGSTOP) until the test lets it go (SIGCONT).
@@ -205,5 +211,43 @@ lost() {  # cache(on|off): the four answers
 is "$(lost off)" "t f 08006 t" "cache off: refused, the other limit's call times out (Redis runs it later), then admitted"
 is "$(lost on)" "t f 08006 t" "cache on: the same answers (the lost admission cleared the cached refusal)"
 is "$(q "SELECT rp_ratelimit_reset('lost-on')")" "t" "(the key existed)"
+
+# --- 5. Only the same limit is answered ------------------------------------
+# sliding_log: one admission under limit 1 fills the key; under limit 100 the
+# same key has room for 99 more, so Redis admits that caller.
+q "SELECT rp_ratelimit_reset('lim')" >/dev/null
+is "$(q "SELECT rp_ratelimit('lim', 1, 600000, 1, 'sliding_log')" "SELECT rp_ratelimit('lim', 1, 600000, 1, 'sliding_log')" | tr '\n' ' ')" \
+	"t f " "limit 1: the second call is refused (and the refusal cached)"
+b=$(round_trips)
+is "$(q "SELECT rp_ratelimit('lim', 100, 600000, 1, 'sliding_log')"):$(( $(round_trips) - b ))" "t:1" \
+	"a caller asking with limit 100 on the same key is asked of Redis and admitted, not answered with the limit-1 refusal"
+
+# --- 6. A cached refusal lives from when the call was sent -----------------
+# Pinned clock: the burst of 20 per 100 s taken at once, the next unit is
+# refused with retry_after 5000 ms whatever the machine's speed.  That call's
+# reply is held back: Redis is stopped (SIGSTOP) before it is sent, and let
+# go 6 s after the backend is seen waiting for it.  Counted from the send,
+# the refusal's life (5 s) is over when the reply comes, so it is not cached
+# and the next call asks Redis again; counted from the reply, it would be
+# cached for 5 s more, past the moment Redis said a retry could succeed.
+session_open rs
+session_q rs "SET redis_primitives.ratelimit_clock_ms = '9000000'; SET redis_primitives.command_timeout = 60000" >/dev/null
+out=$(session_q rs "SELECT rp_ratelimit('rs', 20, 100000, 20, 'gcra')")
+out="$out $(rc PERSIST "$(key rs rl:gcra)")"
+pid=$(session_pid rs)
+kill -STOP "$rpid"
+printf '%s\n\\echo __done_6_1\n' "SELECT rp_ratelimit('rs', 20, 100000, 1, 'gcra');" >&"$_fd_rs"
+wait_for 30 "[ -n \"\$(q \"SELECT 1 FROM pg_stat_activity WHERE pid = $pid AND wait_event_type = 'Extension' AND query LIKE '%rp_ratelimit(''rs''%'\")\" ]" ||
+	out="$out (not seen waiting)"
+sleep 6
+kill -CONT "$rpid"
+wait_for 60 "grep -q '^__done_6_1\$' '$RP_TMP/rs.out'" || out="$out (no reply)"
+out="$out $(awk '$0 == "__done_6_1" { exit } /^__done_[0-9]+_[0-9]+$/ { o = ""; next } { o = o $0 } END { printf "%s", o }' "$RP_TMP/rs.out")"
+b=$(round_trips)
+out="$out $(session_q rs "SELECT rp_ratelimit('rs', 20, 100000, 1, 'gcra')"):$(( $(round_trips) - b ))"
+session_close rs
+is "$out" "t 1 f f:1" \
+	"a refusal (retry_after 5 s) whose reply came 6 s after the send is not cached: the next call asks Redis (1 round trip)"
+q "SELECT rp_ratelimit_reset('rs')" >/dev/null
 
 finish

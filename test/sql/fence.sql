@@ -103,6 +103,23 @@ COMMIT;
 SELECT rp_acquire('ledger-1', 10000) IS NOT NULL AS acquired;
 INSERT INTO ledger (id, v) VALUES (1, 1);
 SELECT id, v, fence_token > 0 AS stamped FROM ledger;
+-- The commit-time check refuses a commit later than (deadline -
+-- lease_margin), though the lease still lives in Redis.  No clock decides
+-- it: the write is made with a 50 ms margin under a 60 s lease, then the
+-- margin is raised above what is left (and the deadline plus the margin,
+-- what a check with the sign turned would accept, is far ahead).
+SELECT rp_extend(l, 60000) IS NOT NULL AS extended FROM rp_leases() l WHERE name = 'ledger-1';
+BEGIN;
+UPDATE ledger SET v = 2 WHERE id = 1;
+SET LOCAL redis_primitives.lease_margin = 90000;
+COMMIT;
+SELECT v FROM ledger WHERE id = 1;
+-- and with the margin inside what is left, the same commit goes through
+BEGIN;
+UPDATE ledger SET v = 3 WHERE id = 1;
+SET LOCAL redis_primitives.lease_margin = 30000;
+COMMIT;
+SELECT v FROM ledger WHERE id = 1;
 SELECT rp_release_all();
 RESET redis_primitives.lease_margin;
 
