@@ -30,12 +30,14 @@
 #include "conn.h"
 #include "elector.h"
 #include "fence_commit.h"
+#include "lease.h"
 #include "lock.h"
 #include "notify.h"
 #include "orphans.h"
 #include "pool.h"
 #include "ratecache.h"
 #include "ratelimit.h"
+#include "semaphore.h"
 #include "stats.h"
 #include "sentinel_auth.h"
 #include "tls.h"
@@ -122,7 +124,9 @@ _PG_init(void)
 	rp_conn_init();
 	rp_tls_init();
 	rp_sentinel_auth_init();
+	rp_lease_init();
 	rp_lock_init();
+	rp_semaphore_init();
 	rp_ratelimit_init();
 	rp_ratecache_init();
 	rp_elector_init();

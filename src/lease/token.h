@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * token.h
- *		Random bytes for lease tokens, from a per-process pool of
- *		cryptographically strong bytes.
+ *		Lease tokens, and the random bytes they are made of, from a
+ *		per-process pool of cryptographically strong bytes.
  *
  * Before editing, know this: a token is a secret (whoever knows it can
  * release or extend the lease, from any connection), so every byte comes
@@ -37,5 +37,11 @@ rp_token_kind(const char *token)
 
 /* n strong random bytes into out; false when the strong source failed. */
 extern bool rp_token_random(uint8 *out, size_t n);
+
+/*
+ * A new token of this kind into out (RP_TOKEN_LEN + 1 bytes, terminated);
+ * ERROR when the strong source failed.
+ */
+extern void rp_token_new(char *out, RpLeaseKind kind);
 
 #endif							/* RP_TOKEN_H */

@@ -50,7 +50,7 @@
 #include "election.h"
 #include "fence_commit.h"
 #include "fence_def.h"
-#include "lock.h"
+#include "lease.h"
 
 /* ------------------------------------------------------------------------
  * Reading and writing the token, rendering the lock name.

@@ -23,7 +23,7 @@
 #include "election.h"
 #include "errcodes.h"
 #include "fence_commit.h"
-#include "lock.h"
+#include "lease.h"
 
 /* redis_primitives.lease_margin, ms */
 int			rp_lease_margin_ms = 100;

@@ -30,7 +30,6 @@
 
 #include "conn.h"
 #include "args.h"
-#include "lock.h"
 #include "ratecache.h"
 #include "ratelimit.h"
 #include "rp_scripts.h"

@@ -4,10 +4,11 @@
  *		A counting semaphore whose permits are leases: rp_semaphore_acquire,
  *		rp_semaphore_acquire_xact and rp_semaphore_info.
  *
- * Before editing, know this: a permit is an entry of lock.c's session
- * registry (kind RP_LEASE_PERMIT), so releasing, extending, transaction and
- * exit release and the fence guard are lock.c's; this file only takes
- * permits.  Every decision (count, queue order, reclaiming expired permits
+ * Before editing, know this: a permit is an entry of the session's lease
+ * registry (src/lease/lease.h, kind RP_LEASE_PERMIT), so releasing,
+ * extending, transaction and exit release and the fence guard are the lease
+ * layer's; this file only takes permits, and tells the lease layer what a
+ * permit is in Redis (rp_permit_kind).  Every decision (count, queue order, reclaiming expired permits
  * and silent waiters) is made inside semaphore_acquire.lua on Redis' clock,
  * in one round trip per attempt.  docs/semaphore.md states what is and is
  * not guaranteed.
@@ -27,11 +28,14 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "args.h"
 #include "conn.h"
-#include "lock.h"
+#include "lease.h"
 #include "retry.h"
 #include "rp_scripts.h"
+#include "semaphore.h"
 #include "stats.h"
+#include "token.h"
 
 /* The most permits one semaphore may have. */
 #define RP_SEM_MAX_PERMITS		1000000
@@ -43,6 +47,25 @@
  */
 #define RP_SEM_MAX_BACKOFF_MS	100
 #define RP_SEM_HEARTBEAT_MS		2000
+
+/*
+ * What a permit is in Redis, for the lease layer (lease.h): a member of
+ * <prefix>{name}:sem, with no fence of its own to read on extend and no
+ * commit-time check.
+ */
+static const RpLeaseKindDef rp_permit_kind = {
+	.suffix = "sem",
+	.release = &rp_script_semaphore_release,
+	.extend = &rp_script_semaphore_extend,
+	.extend_counter = NULL,
+	.verify = NULL,
+};
+
+void
+rp_semaphore_init(void)
+{
+	rp_lease_define_kind(RP_LEASE_PERMIT, &rp_permit_kind);
+}
 
 /* One attempt.  Returns the fence, or 0 when refused. */
 static int64
@@ -75,20 +98,18 @@ rp_sem_try(const char *name, size_t namelen, const char *token, int32 permits,
  * the permit (or queue the waiter) after a cancel, a timeout or a FATAL, and
  * only this backend knows the token, so the registry releases it at
  * transaction end or backend exit unless the answer settled it.  A grant
- * enters the registry here.
+ * enters the registry here: returns its entry, or NULL when refused.
  */
-static int64
+static RpLease *
 rp_sem_try_recorded(const char *name, size_t namelen, const char *token,
 					int32 permits, int64 ttl_ms, bool queue, TimestampTz sent,
 					bool xact)
 {
-	void	   *pending = rp_lease_pending(name, namelen, token,
-										   TimestampTzPlusMilliseconds(sent, ttl_ms),
-										   RP_LEASE_PERMIT);
+	RpLease    *pending = rp_lease_pending(name, namelen, RP_LEASE_PERMIT, token,
+										   TimestampTzPlusMilliseconds(sent, ttl_ms));
 	int64		fence = rp_sem_try(name, namelen, token, permits, ttl_ms, queue);
 
-	rp_lease_settle(pending, fence, xact);
-	return fence;
+	return rp_lease_settle(pending, fence, xact, false);
 }
 
 /*
@@ -112,8 +133,7 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	const char *name = VARDATA_ANY(name_t);
 	size_t		namelen = VARSIZE_ANY_EXHDR(name_t);
 	char		token[RP_TOKEN_LEN + 1];
-	int64		fence;
-	TimestampTz expires;
+	RpLease    *l;
 	TimestampTz start = GetCurrentTimestamp();
 	RpRetry		retry;
 	MemoryContext attempt_cxt;
@@ -129,11 +149,12 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 				 errmsg("permits must be between 1 and %d, got %d",
 						RP_SEM_MAX_PERMITS, permits)));
 
-	if (rp_lease_find_live(name, namelen, RP_LEASE_PERMIT, token, &fence, &expires))
-		PG_RETURN_DATUM(rp_lease_datum(fcinfo, name, namelen, token, fence, expires));
+	l = rp_lease_find(name, namelen, RP_LEASE_PERMIT);
+	if (l != NULL && l->expires_at > GetCurrentTimestamp())
+		PG_RETURN_DATUM(rp_lease_datum(fcinfo, l, true));
 
 	rp_retry_start(&retry, start, wait_ms, RP_SEM_MAX_BACKOFF_MS);
-	rp_lease_new_token(token, RP_LEASE_PERMIT);
+	rp_token_new(token, RP_LEASE_PERMIT);
 	/* A wait may last for hours: each attempt's memory goes with it. */
 	attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "rp_semaphore_acquire attempt",
 										ALLOCSET_SMALL_SIZES);
@@ -143,17 +164,14 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		bool		last = sent >= retry.deadline || rp_retry_lock_timeout(&retry, sent);
 		MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
 
-		fence = rp_sem_try_recorded(name, namelen, token, permits, ttl_ms,
-									!last, sent, xact);
+		l = rp_sem_try_recorded(name, namelen, token, permits, ttl_ms,
+								!last, sent, xact);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(attempt_cxt);
 
-		if (fence > 0)
-		{
-			/* Counted from when it was asked for: conservative. */
-			expires = TimestampTzPlusMilliseconds(sent, ttl_ms);
-			PG_RETURN_DATUM(rp_lease_datum(fcinfo, name, namelen, token, fence, expires));
-		}
+		/* Its deadline counted from when it was asked for: conservative. */
+		if (l != NULL)
+			PG_RETURN_DATUM(rp_lease_datum(fcinfo, l, true));
 		if (last)
 		{
 			if (rp_retry_lock_timeout(&retry, sent) && sent < retry.deadline)

@@ -1,0 +1,975 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.c
+ *		The session's leases, of every kind: the registry, the unsettled
+ *		acquires, releasing many leases in one round trip per hash slot, the
+ *		transaction, subtransaction and backend-exit callbacks with
+ *		verify_at_commit's check, and DISCARD ALL.
+ *
+ * What it guarantees: a lease Redis may grant is recorded (as unsettled)
+ * *before* its acquire is sent, and forgotten only when the answer is
+ * definite; every lease of the session is released by compare-and-delete
+ * under the key it was taken with, at top-level transaction end (xact
+ * leases), subtransaction abort (those it took), DISCARD ALL (session
+ * leases) and backend exit (all); a verify_at_commit lease is checked in
+ * Redis at PRE_COMMIT, ahead of postgres_fdw's callback.
+ *
+ * Before editing, know this: the registry is what the session *believes*;
+ * Redis is the truth.  Whatever is left when the transaction or the backend
+ * ends is released through the cleanup face (rp_eval_quiet), which never
+ * throws; what even that cannot release at backend exit is handed to the
+ * background worker (orphans.c).  Only XACT_EVENT_PRE_COMMIT (RP002, a lost
+ * lease) and PRE_PREPARE may throw, on purpose.  What a kind of lease is in
+ * Redis comes from its primitive as data (rp_lease_define_kind): nothing
+ * here calls up into src/prim/.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "funcapi.h"
+#include "lib/ilist.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "conn.h"
+#include "errcodes.h"
+#include "lease.h"
+#include "orphans.h"
+#include "pool.h"
+#include "stats.h"
+
+/* How long backend exit and transaction end may spend releasing. */
+#define RP_CLEANUP_TIMEOUT_MS	500
+
+/*
+ * What a registry entry is a lease of (RpLeaseKind, token.h): release,
+ * extend and verify dispatch on it, through the table its primitives fill
+ * at _PG_init.  A lock's key is <prefix>{name}:lock; a semaphore permit's
+ * is a member of <prefix>{name}:sem.
+ */
+static const RpLeaseKindDef *rp_kinds[RP_LEASE_PERMIT + 1];
+
+#define RP_KIND_SUFFIX(kind)	(rp_lease_kind(kind)->suffix)
+
+static MemoryContext rp_lease_cxt = NULL;	/* every string of every entry */
+static HTAB *rp_held = NULL;	/* name -> RpLease, the granted leases */
+static int	rp_nxact = 0;		/* how many of them are xact leases */
+static int	rp_nverify = 0;		/* and of those, with verify_at_commit */
+static long rp_sweep_at = 64;	/* sweep expired entries past this many */
+static uint64 rp_seq = 0;
+
+/*
+ * Unsettled acquires: sent (or about to be), with no definite answer yet, or
+ * granted but not yet handed to the caller (the fence_replicas WAIT).  Redis
+ * may run such a command after we gave up on it, taking a lease whose token
+ * only this backend knows.  They are released by compare-and-delete at a
+ * transaction end (once Redis has answered since, so a hung Redis never
+ * slows a transaction down) and at backend exit; forgotten when released,
+ * after two answered attempts, or past their TTL.
+ */
+static dlist_head rp_unsettled = DLIST_STATIC_INIT(rp_unsettled);
+static int	rp_nunsettled = 0;
+static bool rp_redis_answered = true;	/* no lock call has timed out since */
+
+/*
+ * A verify_at_commit lease that was lost and replaced by re-acquiring its
+ * name: the transaction still owes its check, which can only fail.
+ */
+static char *rp_lost_name = NULL;
+static int64 rp_lost_fence = 0;
+
+static bool rp_callbacks_registered = false;
+
+static ExecutorEnd_hook_type rp_prev_executor_end = NULL;
+static ProcessUtility_hook_type rp_prev_process_utility = NULL;
+
+/* ------------------------------------------------------------------------
+ * The kinds of lease.
+ * ------------------------------------------------------------------------
+ */
+
+void
+rp_lease_define_kind(RpLeaseKind kind, const RpLeaseKindDef *def)
+{
+	rp_kinds[kind] = def;
+}
+
+const RpLeaseKindDef *
+rp_lease_kind(RpLeaseKind kind)
+{
+	if (rp_kinds[kind] == NULL)
+		elog(ERROR, "lease kind %d is not defined", (int) kind);
+	return rp_kinds[kind];
+}
+
+/* ------------------------------------------------------------------------
+ * The registry.
+ * ------------------------------------------------------------------------
+ */
+
+static uint32
+rp_name_hash(const void *key, Size keysize)
+{
+	const RpNameKey *k = key;
+
+	return hash_bytes((const unsigned char *) k->data, (int) k->len) ^ (uint32) k->kind;
+}
+
+static int
+rp_name_match(const void *key1, const void *key2, Size keysize)
+{
+	const RpNameKey *a = key1;
+	const RpNameKey *b = key2;
+
+	return !(a->kind == b->kind && a->len == b->len &&
+			 memcmp(a->data, b->data, a->len) == 0);
+}
+
+static void
+rp_registry_setup(void)
+{
+	HASHCTL		ctl;
+
+	if (rp_held != NULL)
+		return;
+	rp_lease_cxt = AllocSetContextCreate(TopMemoryContext,
+										 "redis_primitives leases",
+										 ALLOCSET_SMALL_SIZES);
+	ctl.keysize = sizeof(RpNameKey);
+	ctl.entrysize = sizeof(RpLease);
+	ctl.hash = rp_name_hash;
+	ctl.match = rp_name_match;
+	ctl.hcxt = rp_lease_cxt;
+	rp_held = hash_create("redis_primitives lease registry", 64, &ctl,
+						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+}
+
+/* Fill the fields of a lease; strings are copied into rp_lease_cxt. */
+static void
+rp_lease_fill(RpLease *l, const char *name, size_t namelen, RpLeaseKind kind,
+			  RpArg key, const char *token, TimestampTz expires_at)
+{
+	l->name = MemoryContextAlloc(rp_lease_cxt, namelen + 1);
+	memcpy(l->name, name, namelen);
+	l->name[namelen] = '\0';
+	l->namelen = namelen;
+	l->hkey.data = l->name;
+	l->hkey.len = namelen;
+	l->hkey.kind = kind;
+	l->kind = kind;
+	l->key = MemoryContextAlloc(rp_lease_cxt, key.len + 1);
+	memcpy(l->key, key.data, key.len);
+	l->key[key.len] = '\0';
+	l->keylen = key.len;
+	memcpy(l->token, token, RP_TOKEN_LEN + 1);
+	l->expires_at = expires_at;
+}
+
+static void
+rp_lease_free_strings(RpLease *l)
+{
+	pfree(l->name);
+	pfree(l->key);
+}
+
+RpLease *
+rp_lease_find(const char *name, size_t namelen, RpLeaseKind kind)
+{
+	RpNameKey	k = {name, namelen, kind};
+
+	if (rp_held == NULL)
+		return NULL;
+	return hash_search(rp_held, &k, HASH_FIND, NULL);
+}
+
+static void rp_registry_sweep(void);
+
+/*
+ * The one way into the registry: a granted lease, moved from the unsettled
+ * entry u (which is freed).  Any entry for the name must be gone already.
+ */
+static RpLease *
+rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
+{
+	RpLease    *l;
+	bool		found;
+
+	if (hash_get_num_entries(rp_held) >= rp_sweep_at)
+		rp_registry_sweep();
+	l = hash_search(rp_held, &u->hkey, HASH_ENTER, &found);
+	Assert(!found);
+	/* The unsettled entry's strings move over; its shell is freed. */
+	l->name = u->name;
+	l->namelen = u->namelen;
+	l->hkey.data = l->name;
+	l->hkey.len = l->namelen;
+	l->hkey.kind = u->kind;
+	l->kind = u->kind;
+	l->key = u->key;
+	l->keylen = u->keylen;
+	memcpy(l->token, u->token, RP_TOKEN_LEN + 1);
+	l->expires_at = u->expires_at;
+	l->fence = fence;
+	l->xact = xact;
+	l->verify = xact && verify;
+	l->subid = xact ? GetCurrentSubTransactionId() : InvalidSubTransactionId;
+	l->seq = ++rp_seq;
+	l->tries = 0;
+	dlist_delete(&u->node);
+	rp_nunsettled--;
+	pfree(u);
+	if (l->xact)
+		rp_nxact++;
+	if (l->verify)
+		rp_nverify++;
+	rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
+	return l;
+}
+
+/* The one way out of the registry. */
+static void
+rp_registry_remove(RpLease *l)
+{
+	RpNameKey	k = l->hkey;
+	char	   *name = l->name;
+	char	   *key = l->key;
+
+	if (l->xact)
+		rp_nxact--;
+	if (l->verify)
+		rp_nverify--;
+	rp_locks_unpublish(l);
+	/* The hash key points at the name: free it only once the entry is out. */
+	hash_search(rp_held, &k, HASH_REMOVE, NULL);
+	pfree(name);
+	pfree(key);
+}
+
+/*
+ * Drop the leases whose local deadline has passed: Redis has let them go (or
+ * is about to), so holding on to them only grows the backend.  A lease with
+ * verify_at_commit stays until its transaction ends: its check must fail.
+ * Called when the registry has doubled since the last sweep, so the cost
+ * per acquire is constant.
+ */
+static void
+rp_registry_sweep(void)
+{
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (rp_held == NULL)
+		return;
+	hash_seq_init(&seq, rp_held);
+	while ((l = hash_seq_search(&seq)) != NULL)
+		if (l->expires_at <= now && !l->verify)
+			rp_registry_remove(l);
+	rp_sweep_at = Max(64, 2 * hash_get_num_entries(rp_held));
+}
+
+/* Record an acquire about to be sent: unsettled until its answer is known. */
+static RpLease *
+rp_unsettled_add(const char *name, size_t namelen, RpLeaseKind kind, RpArg key,
+				 const char *token, TimestampTz expires_at)
+{
+	RpLease    *u = MemoryContextAllocZero(rp_lease_cxt, sizeof(RpLease));
+
+	rp_lease_fill(u, name, namelen, kind, key, token, expires_at);
+	if (rp_nunsettled >= RP_MAX_UNSETTLED)
+	{
+		RpLease    *old = dlist_container(RpLease, node,
+										  dlist_pop_head_node(&rp_unsettled));
+
+		rp_nunsettled--;
+		rp_lease_free_strings(old);
+		pfree(old);
+	}
+	dlist_push_tail(&rp_unsettled, &u->node);
+	rp_nunsettled++;
+	return u;
+}
+
+/* Its answer is known and nothing was granted: forget it. */
+static void
+rp_unsettled_forget(RpLease *u)
+{
+	dlist_delete(&u->node);
+	rp_nunsettled--;
+	rp_lease_free_strings(u);
+	pfree(u);
+}
+
+/*
+ * The lease (lock or permit) this session holds on name with the latest
+ * deadline, even one whose deadline has passed: the lock-bound guard
+ * (fence.c) tells "expired" from "none" and applies lease_margin itself.
+ */
+bool
+rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
+				TimestampTz *expires_at)
+{
+	RpLease    *l = rp_lease_find(name, namelen, RP_LEASE_LOCK);
+	RpLease    *p = rp_lease_find(name, namelen, RP_LEASE_PERMIT);
+
+	if (l == NULL || (p != NULL && p->expires_at > l->expires_at))
+		l = p;
+	if (l == NULL)
+		return false;
+	*fence = l->fence;
+	*expires_at = l->expires_at;
+	return true;
+}
+
+/* rp_eval for leases: a lease call answered means Redis answers again. */
+RpReply *
+rp_lease_eval(const RpScript *script, int nkeys, const RpArg *keys,
+			  int nargs, const RpArg *argv)
+{
+	RpReply    *r = rp_eval(script, nkeys, keys, nargs, argv);
+
+	rp_redis_answered = true;
+	return r;
+}
+
+/* ------------------------------------------------------------------------
+ * Releasing many leases: one round trip per hash slot.
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * Release n leases of one kind by compare-and-delete under the keys they
+ * were taken with.  released[i] is set when Redis still held leases[i] with
+ * our token.  quiet: the cleanup face, never ereports, all of it within
+ * RP_CLEANUP_TIMEOUT_MS; answered[i] tells which got an answer.  Returns how
+ * many were released.
+ */
+static int
+rp_release_kind(RpLease **leases, int n, const RpScript *script, bool quiet,
+				TimestampTz deadline, bool *answered)
+{
+	RpArg	   *keys = palloc(sizeof(RpArg) * Max(n, 1));
+	RpArg	   *argv = palloc(sizeof(RpArg) * Max(n, 1));
+	RpArg	   *gkeys = palloc(sizeof(RpArg) * Max(n, 1));
+	RpArg	   *gargv = palloc(sizeof(RpArg) * Max(n, 1));
+	int		   *order = palloc(sizeof(int) * Max(n, 1));
+	int		   *start = palloc(sizeof(int) * (n + 1));
+	int			ngroups;
+	int			released = 0;
+
+	if (n == 0)
+		return 0;
+	for (int i = 0; i < n; i++)
+	{
+		keys[i].data = leases[i]->key;
+		keys[i].len = leases[i]->keylen;
+		argv[i] = rp_arg_str(leases[i]->token);
+	}
+	ngroups = rp_slot_groups(n, keys, order, start);
+	for (int g = 0; g < ngroups; g++)
+	{
+		int			gn = start[g + 1] - start[g];
+		RpReply    *r;
+
+		for (int k = 0; k < gn; k++)
+		{
+			gkeys[k] = keys[order[start[g] + k]];
+			gargv[k] = argv[order[start[g] + k]];
+		}
+		if (quiet)
+		{
+			char	   *err;
+			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+
+			r = rp_eval_quiet(script, gn, gkeys, gn, gargv,
+							  (int) Max(left, 1), &err);
+			if (r == NULL)
+			{
+				ereport(WARNING,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("could not release %d Redis lease(s); they will expire by their TTL", gn),
+						 errdetail_internal("%s", err)));
+				continue;
+			}
+		}
+		else
+			r = rp_lease_eval(script, gn, gkeys, gn, gargv);
+		rp_redis_answered = true;
+		for (int k = 0; k < gn; k++)
+		{
+			if (answered)
+				answered[order[start[g] + k]] = true;
+			if (r->type == RP_REPLY_ARRAY && (size_t) k < r->nelem &&
+				r->elem[k]->type == RP_REPLY_INTEGER && r->elem[k]->integer == 1)
+				released++;
+		}
+	}
+	return released;
+}
+
+/*
+ * Release n leases by compare-and-delete under the keys they were taken
+ * with, each kind by its own script (locks, then semaphore permits), all
+ * within one cleanup deadline.  answered[i] (if given) is set for the leases
+ * that got an answer; quiet: the cleanup face, never ereports.  Returns how
+ * many Redis still held with our token.
+ */
+static int
+rp_release_leases(RpLease **leases, int n, bool quiet, bool *answered)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
+	RpLease   **locks;
+	RpLease   **permits;
+	int		   *lidx;
+	int		   *pidx;
+	bool	   *la;
+	bool	   *pa;
+	int			nl = 0;
+	int			np = 0;
+	int			released;
+
+	if (n == 0)
+		return 0;
+	locks = palloc(sizeof(RpLease *) * n);
+	permits = palloc(sizeof(RpLease *) * n);
+	lidx = palloc(sizeof(int) * n);
+	pidx = palloc(sizeof(int) * n);
+	la = palloc0(sizeof(bool) * n);
+	pa = palloc0(sizeof(bool) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (leases[i]->kind == RP_LEASE_PERMIT)
+		{
+			pidx[np] = i;
+			permits[np++] = leases[i];
+		}
+		else
+		{
+			lidx[nl] = i;
+			locks[nl++] = leases[i];
+		}
+	}
+	released = rp_release_kind(locks, nl, rp_lease_kind(RP_LEASE_LOCK)->release,
+							   quiet, deadline, la);
+	released += rp_release_kind(permits, np, rp_lease_kind(RP_LEASE_PERMIT)->release,
+								quiet, deadline, pa);
+	if (answered)
+	{
+		for (int i = 0; i < nl; i++)
+			answered[lidx[i]] = la[i];
+		for (int i = 0; i < np; i++)
+			answered[pidx[i]] = pa[i];
+	}
+	return released;
+}
+
+/* ------------------------------------------------------------------------
+ * Transaction, subtransaction and exit callbacks.
+ * ------------------------------------------------------------------------
+ */
+
+/* Which registry entries rp_release_where takes. */
+typedef enum RpTake
+{
+	RP_TAKE_ALL,				/* rp_release_all() */
+	RP_TAKE_SESSION,			/* DISCARD ALL: the session-scoped ones */
+	RP_TAKE_XACT				/* transaction end: xact ones (of one subxact) */
+} RpTake;
+
+/*
+ * Take the registry's entries of one sort out (RP_TAKE_XACT: of subid only,
+ * unless InvalidSubTransactionId), release them and forget them.  quiet: the
+ * cleanup face, never throws; otherwise a failure raises and leaves the
+ * registry as it was.  Returns how many Redis still held.
+ */
+static int
+rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
+{
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+	RpLease   **take;
+	int			n = 0;
+	int			released;
+
+	if (rp_held == NULL || hash_get_num_entries(rp_held) == 0 ||
+		(which == RP_TAKE_XACT && rp_nxact == 0))
+		return 0;
+	take = palloc(sizeof(RpLease *) * hash_get_num_entries(rp_held));
+	hash_seq_init(&seq, rp_held);
+	while ((l = hash_seq_search(&seq)) != NULL)
+		if (which == RP_TAKE_ALL ||
+			(which == RP_TAKE_SESSION && !l->xact) ||
+			(which == RP_TAKE_XACT && l->xact &&
+			 (subid == InvalidSubTransactionId || l->subid == subid)))
+			take[n++] = l;
+	released = rp_release_leases(take, n, quiet, NULL);
+	for (int i = 0; i < n; i++)
+		rp_registry_remove(take[i]);
+	pfree(take);
+	return released;
+}
+
+/*
+ * PRE_COMMIT: with verify set, every such lease must still be ours in Redis,
+ * checked in one round trip (per hash slot, by its kind's verify script:
+ * only a lock is ever verified); otherwise the commit is aborted with RP002.
+ * A lost lease replaced by re-acquiring its name fails at once.
+ */
+static void
+rp_verify_at_commit(void)
+{
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+	RpLease   **check;
+	RpArg	   *keys;
+	RpArg	   *argv;
+	int		   *order;
+	int		   *start;
+	const RpScript *script;
+	int			n;
+	int			ngroups;
+
+	if (rp_lost_name != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_RP_LEASE_LOST),
+				 errmsg("lease on \"%s\" was lost before commit", rp_lost_name),
+				 errdetail("The lease with fence token " INT64_FORMAT
+						   " expired and its name was acquired again in this transaction.",
+						   rp_lost_fence),
+				 errhint("The transaction was rolled back.  Take a longer lease or extend it while working.")));
+	if (rp_nverify == 0)
+		return;
+	check = palloc(sizeof(RpLease *) * rp_nverify);
+	keys = palloc(sizeof(RpArg) * rp_nverify);
+	argv = palloc(sizeof(RpArg) * rp_nverify);
+	order = palloc(sizeof(int) * rp_nverify);
+	start = palloc(sizeof(int) * (rp_nverify + 1));
+	for (RpLeaseKind kind = RP_LEASE_LOCK; kind <= RP_LEASE_PERMIT; kind++)
+	{
+		n = 0;
+		hash_seq_init(&seq, rp_held);
+		while ((l = hash_seq_search(&seq)) != NULL)
+			if (l->verify && l->kind == kind)
+			{
+				check[n] = l;
+				keys[n].data = l->key;
+				keys[n].len = l->keylen;
+				argv[n] = rp_arg_str(l->token);
+				n++;
+			}
+		if (n == 0)
+			continue;
+		script = rp_lease_kind(kind)->verify;
+		if (script == NULL)
+			elog(ERROR, "lease kind %d cannot be verified at commit", (int) kind);
+		ngroups = rp_slot_groups(n, keys, order, start);
+		for (int g = 0; g < ngroups; g++)
+		{
+			int			gn = start[g + 1] - start[g];
+			RpArg	   *gkeys = palloc(sizeof(RpArg) * gn);
+			RpArg	   *gargv = palloc(sizeof(RpArg) * gn);
+			int64		bad;
+
+			for (int k = 0; k < gn; k++)
+			{
+				gkeys[k] = keys[order[start[g] + k]];
+				gargv[k] = argv[order[start[g] + k]];
+			}
+			bad = rp_reply_int(rp_lease_eval(script, gn, gkeys, gn, gargv),
+							   script->name);
+			if (bad > 0 && bad <= gn)
+			{
+				l = check[order[start[g] + (int) bad - 1]];
+				ereport(ERROR,
+						(errcode(ERRCODE_RP_LEASE_LOST),
+						 errmsg("lease on \"%s\" was lost before commit", l->name),
+						 errdetail("The lease with fence token " INT64_FORMAT
+								   " is no longer held in Redis: it expired or was taken over.",
+								   l->fence),
+						 errhint("The transaction was rolled back.  Take a longer lease or extend it while working.")));
+			}
+		}
+	}
+}
+
+/*
+ * Release unsettled acquires (see rp_unsettled) at a transaction end, once
+ * Redis has answered a lock call since they were recorded.  Never throws.
+ */
+static void
+rp_unsettled_release(void)
+{
+	RpLease   **live;
+	bool	   *answered;
+	int			n = 0;
+	dlist_mutable_iter it;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (rp_nunsettled == 0 || !rp_redis_answered)
+		return;
+	live = palloc(sizeof(RpLease *) * rp_nunsettled);
+	answered = palloc0(sizeof(bool) * rp_nunsettled);
+	dlist_foreach_modify(it, &rp_unsettled)
+	{
+		RpLease    *u = dlist_container(RpLease, node, it.cur);
+
+		if (u->expires_at > now)
+			live[n++] = u;
+		else
+			rp_unsettled_forget(u);
+	}
+	(void) rp_release_leases(live, n, true, answered);
+	for (int i = 0; i < n; i++)
+		if (answered[i] && ++live[i]->tries >= 2)
+			rp_unsettled_forget(live[i]);
+}
+
+static void
+rp_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+			rp_verify_at_commit();
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+
+			/*
+			 * A prepared transaction outlives this session's part in it:
+			 * nothing would release its leases at COMMIT PREPARED, and
+			 * verify_at_commit could not run there.  Refuse, as postgres_fdw
+			 * does for its remote transactions.
+			 */
+			if (rp_nxact > 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that holds a lease from rp_acquire_xact"),
+						 errhint("Release the lease first, or take it with rp_acquire.")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			if (rp_lost_name != NULL)
+			{
+				pfree(rp_lost_name);
+				rp_lost_name = NULL;
+			}
+			/* As pgfdw_abort_cleanup: no more work when errors recurse. */
+			if (in_error_recursion_trouble())
+				break;
+			(void) rp_release_where(RP_TAKE_XACT, InvalidSubTransactionId, true);
+			rp_unsettled_release();
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+rp_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					SubTransactionId parentSubid, void *arg)
+{
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+
+	if (rp_nxact == 0)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		if (!in_error_recursion_trouble())
+			(void) rp_release_where(RP_TAKE_XACT, mySubid, true);
+	}
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		hash_seq_init(&seq, rp_held);
+		while ((l = hash_seq_search(&seq)) != NULL)
+			if (l->xact && l->subid == mySubid)
+				l->subid = parentSubid;
+	}
+}
+
+/*
+ * Backend exit: release everything held and everything unsettled, through
+ * the cleanup face, which never throws (so nothing here can turn into a
+ * second FATAL).  What Redis did not answer in time goes to the background
+ * worker, which releases it once Redis answers again.
+ */
+static void
+rp_exit_callback(int code, Datum arg)
+{
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+	RpLease   **all;
+	bool	   *answered;
+	int			n = 0;
+	long		max = rp_nunsettled;
+	dlist_iter	it;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (rp_held != NULL)
+		max += hash_get_num_entries(rp_held);
+	if (max > 0)
+	{
+		/* One round trip (per slot) for the held and the unsettled alike. */
+		all = palloc(sizeof(RpLease *) * max);
+		answered = palloc0(sizeof(bool) * max);
+		if (rp_held != NULL)
+		{
+			hash_seq_init(&seq, rp_held);
+			while ((l = hash_seq_search(&seq)) != NULL)
+				if (l->expires_at > now)
+					all[n++] = l;
+		}
+		dlist_foreach(it, &rp_unsettled)
+		{
+			l = dlist_container(RpLease, node, it.cur);
+			if (l->expires_at > now)
+				all[n++] = l;
+		}
+		(void) rp_release_leases(all, n, true, answered);
+		for (int i = 0; i < n; i++)
+			if (!answered[i])
+				rp_orphans_handoff(all[i]->key, all[i]->keylen, all[i]->token,
+								   all[i]->expires_at);
+	}
+	rp_conn_reset();
+}
+
+/*
+ * Transaction callbacks run last-registered-first.  postgres_fdw registers
+ * its own (which commits the remote transactions at PRE_COMMIT) on its
+ * first use in the session, which may come after ours: then a remote write
+ * would commit before verify_at_commit could refuse the commit.  While a
+ * verify lease exists, every statement's end moves our callback to the
+ * front (unregister, register again: it is a list of a few entries).
+ * The ExecutorEnd and ProcessUtility hooks call this.
+ */
+void
+rp_lease_callback_to_front(void)
+{
+	if (!rp_callbacks_registered || rp_nverify == 0)
+		return;
+	UnregisterXactCallback(rp_xact_callback, NULL);
+	RegisterXactCallback(rp_xact_callback, NULL);
+}
+
+static void
+rp_executor_end(QueryDesc *queryDesc)
+{
+	if (rp_prev_executor_end)
+		rp_prev_executor_end(queryDesc);
+	else
+		standard_ExecutorEnd(queryDesc);
+	rp_lease_callback_to_front();
+}
+
+static void
+rp_process_utility(PlannedStmt *pstmt, const char *queryString,
+				   bool readOnlyTree, ProcessUtilityContext context,
+				   ParamListInfo params, QueryEnvironment *queryEnv,
+				   DestReceiver *dest, QueryCompletion *qc)
+{
+	/* Before a COMMIT too: it runs the callbacks itself. */
+	rp_lease_callback_to_front();
+	if (rp_prev_process_utility)
+		rp_prev_process_utility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	rp_lease_callback_to_front();
+}
+
+void
+rp_lease_init(void)
+{
+	rp_prev_executor_end = ExecutorEnd_hook;
+	ExecutorEnd_hook = rp_executor_end;
+	rp_prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = rp_process_utility;
+	rp_pool_discard_all_hook = rp_lease_discard_all;
+}
+
+/* Callbacks are registered on first use: _PG_init may run in the postmaster. */
+void
+rp_lease_setup(void)
+{
+	rp_registry_setup();
+	if (rp_callbacks_registered)
+		return;
+	RegisterXactCallback(rp_xact_callback, NULL);
+	RegisterSubXactCallback(rp_subxact_callback, NULL);
+	before_shmem_exit(rp_exit_callback, (Datum) 0);
+	rp_callbacks_registered = true;
+}
+
+/* ------------------------------------------------------------------------
+ * Recording an acquire, settling it; the face of the registry for the
+ * primitives (lock.c, semaphore.c) and the lease functions (leasefuncs.c).
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * A name granted anew while the registry still remembers a lease on it: that
+ * lease was lost.  Note it for verify_at_commit, then forget it.
+ */
+static void
+rp_registry_forget_lost(RpLease *held)
+{
+	if (held == NULL)
+		return;
+	if (held->verify && rp_lost_name == NULL)
+	{
+		rp_lost_name = MemoryContextStrdup(TopMemoryContext, held->name);
+		rp_lost_fence = held->fence;
+	}
+	rp_registry_remove(held);
+}
+
+RpLease *
+rp_lease_pending(const char *name, size_t namelen, RpLeaseKind kind,
+				 const char *token, TimestampTz expires_at)
+{
+	RpLease    *u;
+
+	rp_lease_setup();
+	u = rp_unsettled_add(name, namelen, kind,
+						 rp_key(name, namelen, RP_KIND_SUFFIX(kind)),
+						 token, expires_at);
+
+	/*
+	 * Until Redis answers, it may be hung: a cancel or timeout from here on
+	 * leaves the flag down, so the abort does not wait on Redis to release.
+	 */
+	rp_redis_answered = false;
+	return u;
+}
+
+void
+rp_lease_pending_forget(RpLease *pending)
+{
+	rp_unsettled_forget(pending);
+}
+
+void
+rp_lease_redis_answered(bool answered)
+{
+	rp_redis_answered = answered;
+}
+
+RpLease *
+rp_lease_settle(RpLease *pending, int64 fence, bool xact, bool verify)
+{
+	rp_redis_answered = true;
+	if (fence <= 0)
+	{
+		rp_unsettled_forget(pending);
+		return NULL;
+	}
+
+	/*
+	 * Redis just granted this name to a new token, so any lease the session
+	 * still remembers for it (of this kind) was lost.  A lost lease that had
+	 * to be verified at commit leaves its obligation behind.
+	 */
+	rp_registry_forget_lost(rp_lease_find(pending->name, pending->namelen,
+										  pending->kind));
+	return rp_registry_add(pending, fence, xact, verify);
+}
+
+void
+rp_lease_verify_at_commit(RpLease *l)
+{
+	if (l->xact && !l->verify)
+	{
+		l->verify = true;
+		rp_nverify++;
+	}
+}
+
+void
+rp_lease_forget(RpLease *l)
+{
+	rp_registry_remove(l);
+}
+
+int
+rp_lease_release(RpLease **leases, int n, bool quiet, bool *answered)
+{
+	return rp_release_leases(leases, n, quiet, answered);
+}
+
+int
+rp_lease_release_all(void)
+{
+	return rp_release_where(RP_TAKE_ALL, InvalidSubTransactionId, false);
+}
+
+/*
+ * Release every session-scoped lease this backend holds, for DISCARD ALL
+ * (the ProcessUtility hook, once the command succeeded: pool.c says
+ * why).  Never throws: a lease that cannot be released expires by its TTL.
+ * Returns how many Redis still held.
+ */
+int
+rp_lease_discard_all(void)
+{
+	return rp_release_where(RP_TAKE_SESSION, InvalidSubTransactionId, true);
+}
+
+static int
+rp_lease_seq_cmp(const void *a, const void *b)
+{
+	uint64		x = (*(RpLease *const *) a)->seq;
+	uint64		y = (*(RpLease *const *) b)->seq;
+
+	return (x > y) - (x < y);
+}
+
+RpLease **
+rp_lease_list(int *n)
+{
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+	RpLease   **all;
+
+	*n = 0;
+	if (rp_held == NULL)
+		return NULL;
+	rp_registry_sweep();
+	all = palloc(sizeof(RpLease *) * Max(hash_get_num_entries(rp_held), 1));
+	hash_seq_init(&seq, rp_held);
+	while ((l = hash_seq_search(&seq)) != NULL)
+		all[(*n)++] = l;
+	qsort(all, *n, sizeof(RpLease *), rp_lease_seq_cmp);
+	return all;
+}
+
+Datum
+rp_lease_datum(FunctionCallInfo fcinfo, const RpLease *l, bool fence_known)
+{
+	TupleDesc	tupdesc;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, !fence_known, false};
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	values[0] = PointerGetDatum(cstring_to_text_with_len(l->name, l->namelen));
+	values[1] = CStringGetTextDatum(l->token);
+	values[2] = Int64GetDatum(l->fence);
+	values[3] = TimestampTzGetDatum(l->expires_at);
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
+}

@@ -1,0 +1,172 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.h
+ *		The session's leases, of every kind (a lock, a semaphore permit): the
+ *		registry of the granted ones, the acquires not yet settled, releasing
+ *		many in one round trip per hash slot, and their end at transaction
+ *		end, subtransaction abort, DISCARD ALL and backend exit.
+ *
+ * Before editing, know this: the registry is keyed by (name, kind) and every
+ * entry remembers the full Redis key it was taken under, so a later change
+ * of key_prefix never misdirects a release, extend or commit-time check.
+ * An acquire is recorded (rp_lease_pending) before it is sent and settled
+ * (rp_lease_settle) once its answer is known; entries enter the registry
+ * only there and leave it through rp_lease_forget (or this module's own
+ * release paths), nowhere else.  What differs per kind (its key's suffix,
+ * its scripts) is data the primitive hands over at _PG_init
+ * (rp_lease_define_kind): this module never calls up into a primitive.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RP_LEASE_H
+#define RP_LEASE_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+#include "lib/ilist.h"
+
+#include "conn.h"
+#include "token.h"				/* RP_TOKEN_LEN, RpLeaseKind */
+
+/* At most this many unsettled acquires are remembered; the oldest go first. */
+#define RP_MAX_UNSETTLED		256
+
+/*
+ * The hash key of the registry: a name of any length and a kind (a session
+ * may hold a lock and a permit of one name).
+ */
+typedef struct RpNameKey
+{
+	const char *data;
+	size_t		len;
+	RpLeaseKind kind;
+} RpNameKey;
+
+/*
+ * One lease the session believes it holds, or may have been granted
+ * (unsettled).  Read its fields freely; change them only through this
+ * module.
+ */
+typedef struct RpLease
+{
+	RpNameKey	hkey;			/* must be first; hkey.data == name */
+	char	   *name;			/* in the registry's own memory context */
+	size_t		namelen;
+	RpLeaseKind kind;
+	char	   *key;			/* the full key it was taken under */
+	size_t		keylen;
+	char		token[RP_TOKEN_LEN + 1];
+	int64		fence;
+	TimestampTz expires_at;		/* time the acquire was sent + ttl */
+	bool		xact;			/* released at top-level transaction end */
+	bool		verify;			/* checked at PRE_COMMIT (xact leases only) */
+	SubTransactionId subid;		/* subtransaction that took it (xact only) */
+	uint64		seq;			/* order of acquisition, for rp_leases() */
+	int			tries;			/* unsettled only: answered release attempts */
+	dlist_node	node;			/* unsettled only */
+} RpLease;
+
+/*
+ * What a kind of lease is in Redis, handed over by its primitive at
+ * _PG_init (the lock: lock.c; a permit: semaphore.c).  Each script's KEYS
+ * and ARGV are named in its src/lua/ header.
+ */
+typedef struct RpLeaseKindDef
+{
+	const char *suffix;			/* the lease's key is <prefix>{name}:<suffix> */
+	const RpScript *release;	/* compare-and-delete of n (key, token) */
+	const RpScript *extend;		/* compare-and-extend of one (key, token, ttl) */
+	const RpScript *extend_counter; /* or NULL: extend that also reads
+									 * <prefix>{name}:fence (KEYS[2]) */
+	const RpScript *verify;		/* or NULL: the first of n (key, token) lost */
+} RpLeaseKindDef;
+
+extern void rp_lease_define_kind(RpLeaseKind kind, const RpLeaseKindDef *def);
+
+/* The ExecutorEnd and ProcessUtility hooks, the DISCARD ALL hook: _PG_init. */
+extern void rp_lease_init(void);
+extern const RpLeaseKindDef *rp_lease_kind(RpLeaseKind kind);
+
+/*
+ * Set up the registry and register the transaction, subtransaction and exit
+ * callbacks, once per backend, on first use (never from _PG_init, which may
+ * run in the postmaster).  Call it before any lease is recorded.
+ */
+extern void rp_lease_setup(void);
+
+/* rp_eval that also tells the registry Redis answers (unsettled go then). */
+extern RpReply *rp_lease_eval(const RpScript *script, int nkeys, const RpArg *keys,
+							  int nargs, const RpArg *argv);
+/* Redis answered (or, false: may not have) the last lease call. */
+extern void rp_lease_redis_answered(bool answered);
+
+/* The session's lease of this kind on name (even one past its deadline). */
+extern RpLease *rp_lease_find(const char *name, size_t namelen, RpLeaseKind kind);
+
+/*
+ * Record an acquire about to be sent (before sending it): until settled it
+ * is released at transaction end or backend exit.  Sets up the registry and
+ * marks Redis as not having answered yet.  Settle it with the fence granted
+ * (it enters the registry; a lease the registry still remembers on that name
+ * and kind was lost, and a lost verify_at_commit lease leaves its check
+ * behind) or with 0 (not granted: forgotten); returns the registry entry,
+ * or NULL.  rp_lease_pending_forget: the command cannot have run.  An
+ * acquire that threw stays recorded.
+ */
+extern RpLease *rp_lease_pending(const char *name, size_t namelen, RpLeaseKind kind,
+								 const char *token, TimestampTz expires_at);
+extern RpLease *rp_lease_settle(RpLease *pending, int64 fence, bool xact, bool verify);
+extern void rp_lease_pending_forget(RpLease *pending);
+
+/* Check a held xact lease at PRE_COMMIT too (rp_acquire_xact re-entered). */
+extern void rp_lease_verify_at_commit(RpLease *l);
+
+/* Take a registry entry out of the registry (it is freed). */
+extern void rp_lease_forget(RpLease *l);
+
+/*
+ * Release n leases (registry entries, unsettled or transient) by
+ * compare-and-delete under the keys they were taken with, each kind by its
+ * own script, one round trip per hash slot.  quiet: the cleanup face, never
+ * ereports, all within the cleanup deadline; answered[i] (if given) is set
+ * for those that got an answer.  Returns how many Redis still held with our
+ * token.  Nothing leaves the registry here.
+ */
+extern int	rp_lease_release(RpLease **leases, int n, bool quiet, bool *answered);
+
+/* rp_release_all(): release and forget every lease; raises on failure. */
+extern int	rp_lease_release_all(void);
+
+/*
+ * DISCARD ALL, once it succeeded: release and forget every session-scoped
+ * lease of this backend.  Never throws.  Returns how many Redis still held.
+ */
+extern int	rp_lease_discard_all(void);
+
+/* Every registry entry live or not, oldest first (expired ones swept). */
+extern RpLease **rp_lease_list(int *n);
+
+/*
+ * At every statement's end, and before a utility command: while a
+ * verify_at_commit lease exists, move the transaction callback to the front
+ * of the list (see lease.c).  Called by the ExecutorEnd and ProcessUtility
+ * hooks.
+ */
+extern void rp_lease_callback_to_front(void);
+
+/* An rp_lease datum for fcinfo's result type; fence NULL unless fence_known. */
+extern Datum rp_lease_datum(FunctionCallInfo fcinfo, const RpLease *l, bool fence_known);
+
+/*
+ * The session's live lease on a name, from its own registry (no round trip):
+ * true with the lease's fence and expires_at (the time the acquire was sent
+ * + ttl); false when the session holds none.  Used by the lock-bound fence
+ * guard (fence.c) and its commit check (fence_commit.c), which apply
+ * redis_primitives.lease_margin themselves.
+ */
+extern bool rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
+							TimestampTz *expires_at);
+
+#endif							/* RP_LEASE_H */
