@@ -1,24 +1,30 @@
 /*-------------------------------------------------------------------------
  *
  * module.c
- *		Module entry point: _PG_init, the shared-memory hooks, and the
- *		diagnostics functions rp_ping and rp_key_slot.
+ *		Module entry point: _PG_init, every PostgreSQL hook the library
+ *		installs (shared memory, ExecutorEnd, ProcessUtility, emit_log), and
+ *		the diagnostics functions rp_ping and rp_key_slot.
  *
  * _PG_init is a table of contents: one Init call per subsystem, each of
- * which defines its own settings.  Nothing here may open a connection: when
- * the library is preloaded, _PG_init runs in the postmaster.  This is the
- * top of the module graph (scripts/check-layers.py): where a lower module
- * must reach a higher one, the call is chained here (shared memory, the
- * rate limiter's observer) or through a hook the higher module sets in its
- * Init (the elector's leadership hook, pool.c's DISCARD ALL hook).
+ * which defines its own settings, then every hook, installed once, in one
+ * block.  Nothing here may open a connection: when the library is
+ * preloaded, _PG_init runs in the postmaster (so the lease layer registers
+ * its transaction and exit callbacks on first use, in the backend: lease.c).
+ * This is the top of the module graph (scripts/check-layers.py): where a
+ * lower module must reach a higher one, the call is chained here (shared
+ * memory, the rate limiter's observer) or through a hook the higher module
+ * sets in its Init (the elector's leadership hook).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "executor/executor.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "nodes/parsenodes.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
@@ -49,6 +55,8 @@ void		_PG_init(void);
 static emit_log_hook_type rp_prev_emit_log_hook = NULL;
 static shmem_request_hook_type rp_prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type rp_prev_shmem_startup_hook = NULL;
+static ExecutorEnd_hook_type rp_prev_executor_end = NULL;
+static ProcessUtility_hook_type rp_prev_process_utility = NULL;
 
 /*
  * Shared memory, the pg_stat_statements way, for every module that has
@@ -80,6 +88,51 @@ rp_shmem_startup(void)
 	rp_elector_shmem_startup();
 	rp_ratecache_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Every statement's end: while a verify_at_commit lease exists, the lease
+ * layer's transaction callback goes back to the front of the list, ahead of
+ * one postgres_fdw may have registered meanwhile (lease.c says why).
+ */
+static void
+rp_executor_end(QueryDesc *queryDesc)
+{
+	if (rp_prev_executor_end)
+		rp_prev_executor_end(queryDesc);
+	else
+		standard_ExecutorEnd(queryDesc);
+	rp_lease_callback_to_front();
+}
+
+/*
+ * Every utility command: the same move of the transaction callback, before
+ * the command too (a COMMIT runs the callbacks itself).  Then DISCARD ALL,
+ * once it succeeded (it refuses to run in a transaction), ends the
+ * session's leases as it ends its advisory locks: it is how a connection
+ * pool (PgBouncer's server_reset_query) declares a session over (pool.c).
+ * That release never throws: the DISCARD has already run.
+ */
+static void
+rp_process_utility(PlannedStmt *pstmt, const char *queryString,
+				   bool readOnlyTree, ProcessUtilityContext context,
+				   ParamListInfo params, QueryEnvironment *queryEnv,
+				   DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+	bool		discard_all = IsA(stmt, DiscardStmt) &&
+		((DiscardStmt *) stmt)->target == DISCARD_ALL;
+
+	rp_lease_callback_to_front();
+	if (rp_prev_process_utility)
+		rp_prev_process_utility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	rp_lease_callback_to_front();
+	if (discard_all)
+		(void) rp_lease_discard_all();
 }
 
 /*
@@ -124,7 +177,6 @@ _PG_init(void)
 	rp_conn_init();
 	rp_tls_init();
 	rp_sentinel_auth_init();
-	rp_lease_init();
 	rp_lock_init();
 	rp_semaphore_init();
 	rp_ratelimit_init();
@@ -140,6 +192,7 @@ _PG_init(void)
 
 	MarkGUCPrefixReserved("redis_primitives");
 
+	/* Every hook, installed once, each chained to the one before it. */
 	if (process_shared_preload_libraries_in_progress)
 	{
 		rp_prev_shmem_request_hook = shmem_request_hook;
@@ -147,7 +200,10 @@ _PG_init(void)
 		rp_prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = rp_shmem_startup;
 	}
-
+	rp_prev_executor_end = ExecutorEnd_hook;
+	ExecutorEnd_hook = rp_executor_end;
+	rp_prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = rp_process_utility;
 	rp_prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = rp_emit_log_hook;
 }

@@ -32,10 +32,8 @@
 #include "common/hashfn.h"
 #include "funcapi.h"
 #include "lib/ilist.h"
-#include "executor/executor.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
-#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -45,7 +43,6 @@
 #include "errcodes.h"
 #include "lease.h"
 #include "orphans.h"
-#include "pool.h"
 #include "stats.h"
 
 /* How long backend exit and transaction end may spend releasing. */
@@ -89,9 +86,6 @@ static char *rp_lost_name = NULL;
 static int64 rp_lost_fence = 0;
 
 static bool rp_callbacks_registered = false;
-
-static ExecutorEnd_hook_type rp_prev_executor_end = NULL;
-static ProcessUtility_hook_type rp_prev_process_utility = NULL;
 
 /* ------------------------------------------------------------------------
  * The kinds of lease.
@@ -755,7 +749,7 @@ rp_exit_callback(int code, Datum arg)
  * would commit before verify_at_commit could refuse the commit.  While a
  * verify lease exists, every statement's end moves our callback to the
  * front (unregister, register again: it is a list of a few entries).
- * The ExecutorEnd and ProcessUtility hooks call this.
+ * module.c's ExecutorEnd and ProcessUtility hooks call this.
  */
 void
 rp_lease_callback_to_front(void)
@@ -764,43 +758,6 @@ rp_lease_callback_to_front(void)
 		return;
 	UnregisterXactCallback(rp_xact_callback, NULL);
 	RegisterXactCallback(rp_xact_callback, NULL);
-}
-
-static void
-rp_executor_end(QueryDesc *queryDesc)
-{
-	if (rp_prev_executor_end)
-		rp_prev_executor_end(queryDesc);
-	else
-		standard_ExecutorEnd(queryDesc);
-	rp_lease_callback_to_front();
-}
-
-static void
-rp_process_utility(PlannedStmt *pstmt, const char *queryString,
-				   bool readOnlyTree, ProcessUtilityContext context,
-				   ParamListInfo params, QueryEnvironment *queryEnv,
-				   DestReceiver *dest, QueryCompletion *qc)
-{
-	/* Before a COMMIT too: it runs the callbacks itself. */
-	rp_lease_callback_to_front();
-	if (rp_prev_process_utility)
-		rp_prev_process_utility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
-	rp_lease_callback_to_front();
-}
-
-void
-rp_lease_init(void)
-{
-	rp_prev_executor_end = ExecutorEnd_hook;
-	ExecutorEnd_hook = rp_executor_end;
-	rp_prev_process_utility = ProcessUtility_hook;
-	ProcessUtility_hook = rp_process_utility;
-	rp_pool_discard_all_hook = rp_lease_discard_all;
 }
 
 /* Callbacks are registered on first use: _PG_init may run in the postmaster. */
@@ -920,8 +877,8 @@ rp_lease_release_all(void)
 
 /*
  * Release every session-scoped lease this backend holds, for DISCARD ALL
- * (the ProcessUtility hook, once the command succeeded: pool.c says
- * why).  Never throws: a lease that cannot be released expires by its TTL.
+ * (module.c's ProcessUtility hook, once the command succeeded: pool.c
+ * says why).  Never throws: a lease that cannot be released expires by its TTL.
  * Returns how many Redis still held.
  */
 int

@@ -84,9 +84,6 @@ typedef struct RpLeaseKindDef
 } RpLeaseKindDef;
 
 extern void rp_lease_define_kind(RpLeaseKind kind, const RpLeaseKindDef *def);
-
-/* The ExecutorEnd and ProcessUtility hooks, the DISCARD ALL hook: _PG_init. */
-extern void rp_lease_init(void);
 extern const RpLeaseKindDef *rp_lease_kind(RpLeaseKind kind);
 
 /*
@@ -151,8 +148,8 @@ extern RpLease **rp_lease_list(int *n);
 /*
  * At every statement's end, and before a utility command: while a
  * verify_at_commit lease exists, move the transaction callback to the front
- * of the list (see lease.c).  Called by the ExecutorEnd and ProcessUtility
- * hooks.
+ * of the list (see lease.c).  Called by module.c's ExecutorEnd and
+ * ProcessUtility hooks.
  */
 extern void rp_lease_callback_to_front(void);
 

@@ -2,31 +2,27 @@
  *
  * pool.c
  *		Connection pools (PgBouncer, application pools): the setting that
- *		refuses session leases for a pooled role, the warning when
- *		rp_release(name) finds nothing, and DISCARD ALL releasing this
- *		session's leases as it releases advisory locks.
+ *		refuses session leases for a pooled role and the warning when
+ *		rp_release(name) finds nothing.  DISCARD ALL releasing this
+ *		session's leases, as it releases advisory locks, is module.c's
+ *		ProcessUtility hook calling rp_lease_discard_all (lease.c).
  *
  * Before editing, know this: behind a pool the backend is not the client.
  * Session state (the lease registry) outlives the client that made it and is
  * seen by the next client the pool hands the backend to.  Everything here
  * makes that visible (an error, a warning) or ends it at the point a pool
  * declares a session over (DISCARD ALL, PgBouncer's server_reset_query).
- * The DISCARD hook runs the standard command first and never throws after it.
+ * The DISCARD ALL release runs after the standard command and never throws.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "nodes/parsenodes.h"
-#include "tcop/utility.h"
 #include "utils/guc.h"
 
 #include "pool.h"
 
 static bool rp_session_leases = true;
-static ProcessUtility_hook_type rp_prev_process_utility = NULL;
-
-rp_pool_discard_all_hook_type rp_pool_discard_all_hook = NULL;
 
 void
 rp_pool_check_session_acquire(const char *name, size_t namelen)
@@ -56,28 +52,6 @@ rp_pool_warn_release_not_held(const char *name, size_t namelen)
 					 "release with rp_release(name, token) instead.")));
 }
 
-/* DISCARD ALL ends the session's state, so it ends the session's leases. */
-static void
-rp_pool_process_utility(PlannedStmt *pstmt, const char *queryString,
-						bool readOnlyTree, ProcessUtilityContext context,
-						ParamListInfo params, QueryEnvironment *queryEnv,
-						DestReceiver *dest, QueryCompletion *qc)
-{
-	Node	   *stmt = pstmt->utilityStmt;
-	bool		discard_all = IsA(stmt, DiscardStmt) &&
-		((DiscardStmt *) stmt)->target == DISCARD_ALL;
-
-	if (rp_prev_process_utility)
-		rp_prev_process_utility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
-	/* Only once DISCARD ALL succeeded (it refuses to run in a transaction). */
-	if (discard_all && rp_pool_discard_all_hook)
-		(void) rp_pool_discard_all_hook();
-}
-
 void
 rp_pool_init(void)
 {
@@ -89,6 +63,4 @@ rp_pool_init(void)
 							 "fails instead.  rp_acquire_xact is unaffected.",
 							 &rp_session_leases, true, PGC_SUSET, 0,
 							 NULL, NULL, NULL);
-	rp_prev_process_utility = ProcessUtility_hook;
-	ProcessUtility_hook = rp_pool_process_utility;
 }
