@@ -6,8 +6,9 @@
 # The naive twin is 1.0, whose rp_fenced_store was not marked with
 # pg_extension_config_dump: its dump has the table but none of its rows, so
 # after a restore a writer holding an old token is accepted again.  A 1.0
-# database updated to 1.1 dumps its rows.
+# database updated to 1.1 or later dumps its rows.
 source "$(dirname "$0")/tap.bash"
+CUR=$(sed -n "s/^default_version = '\\(.*\\)'$/\\1/p" "$(dirname "$0")/../../redis_primitives.control")
 
 SRC=rp_dump_src PLAIN=rp_dump_plain CUSTOM=rp_dump_custom OLD=rp_dump_old OLDR=rp_dump_old_restored UPDR=rp_dump_upd_restored
 DBS="$SRC $PLAIN $CUSTOM $OLD $OLDR $UPDR"
@@ -63,7 +64,7 @@ pg_restore --exit-on-error -d $CUSTOM "$dump.custom"
 ok $? "restore with pg_restore"
 is "$(contents $CUSTOM)" "$before" "custom: every store row, fence, guarded row and trigger is back"
 is "$(guards $CUSTOM)" "f t RP001 OK" "custom: the store and the table's guard refuse a stale token and accept a newer one"
-is "$(dq $CUSTOM "SELECT extversion FROM pg_extension WHERE extname = 'redis_primitives'")" "1.1" "the restore created the extension at 1.1"
+is "$(dq $CUSTOM "SELECT extversion FROM pg_extension WHERE extname = 'redis_primitives'")" "$CUR" "the restore created the extension at the current version ($CUR)"
 
 # ---- the naive twin: 1.0 ------------------------------------------------
 dq $OLD "CREATE EXTENSION redis_primitives VERSION '1.0'" >/dev/null
@@ -76,12 +77,12 @@ is "$(dq $OLDR "SELECT count(*) FROM rp_fenced_store")|$(dq $OLDR "SELECT count(
 is "$(dq $OLDR "SELECT rp_fenced_write('job', '{\"stale\": true}', 4)")" "t" \
 	"1.0: so after the restore a stale writer's token is accepted again"
 
-# ---- 1.0 updated to 1.1 --------------------------------------------------
+# ---- 1.0 updated to the current version -----------------------------------
 dq $OLD "ALTER EXTENSION redis_primitives UPDATE" >/dev/null
 old_before=$(contents $OLD)
 pg_dump -Fc -f "$dump.upd" $OLD && pg_restore --exit-on-error -d $UPDR "$dump.upd"
-ok $? "1.0 updated to 1.1: dump and restore succeed"
-is "$(contents $UPDR)" "$old_before" "1.0 updated to 1.1: every store row comes back"
-is "$(guards $UPDR)" "f t RP001 OK" "1.0 updated to 1.1: the guards work after the restore"
+ok $? "1.0 updated to $CUR: dump and restore succeed"
+is "$(contents $UPDR)" "$old_before" "1.0 updated to $CUR: every store row comes back"
+is "$(guards $UPDR)" "f t RP001 OK" "1.0 updated to $CUR: the guards work after the restore"
 
 finish

@@ -9,6 +9,7 @@
 # FATAL ("cannot create PGC_POSTMASTER variables after startup"): that is
 # what this file first caught, at the CREATE EXTENSION.
 source "$(dirname "$0")/tap.bash"
+CUR=$(sed -n "s/^default_version = '\\(.*\\)'$/\\1/p" "$(dirname "$0")/../../redis_primitives.control")
 source "$(dirname "$0")/../../scripts/lib.sh"
 
 plan 6
@@ -19,8 +20,8 @@ NP="psql -X -At -q -h $RP_TMP -p $port -d postgres"
 
 out=$($NP -c "CREATE EXTENSION redis_primitives" 2>&1)
 is "$out" "" "CREATE EXTENSION works without shared_preload_libraries"
-is "$($NP -c "SELECT extversion FROM pg_extension WHERE extname = 'redis_primitives'" 2>&1)" "1.1" \
-	"the extension is installed at 1.1"
+is "$($NP -c "SELECT extversion FROM pg_extension WHERE extname = 'redis_primitives'" 2>&1)" "$CUR" \
+	"the extension is installed at the current version ($CUR)"
 is "$($NP -c "SELECT (rp_acquire('np-1', 10000)).fence IS NOT NULL" 2>&1)" "t" \
 	"a lease is taken without preloading"
 is "$($NP -c "SELECT rp_ratelimit('np-rl', 1, 60000)" -c "SELECT rp_ratelimit('np-rl', 1, 60000)" 2>&1 | tr '\n' ' ')" "t f " \
