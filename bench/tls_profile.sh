@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/tls_profile.sh -- where the cost of TLS goes, in instructions
-# (`make bench-tls-profile`; issue 12).  On demand: it runs PostgreSQL and
+# (`make bench-tls-profile`).  On demand: it runs PostgreSQL and
 # Redis under valgrind's callgrind and takes several minutes.
 #
 # Wall-clock ratios on a shared 2-core machine move with the load (the

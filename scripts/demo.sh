@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scripts/demo.sh -- `make demo`: the fencing story of the reference README,
-# told in SQL against a throwaway PostgreSQL and Redis.
+# scripts/demo.sh -- `make demo`: the fencing story (a lease expires
+# mid-work, its holder's late write is refused), told in SQL against a
+# throwaway PostgreSQL and Redis.
 #
 # Two workers charge account 42 under a lock.  Worker A takes a 200 ms lease
 # and its work takes 350 ms; at 220 ms its lease has expired and worker B

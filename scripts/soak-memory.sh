@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/soak-memory.sh -- `make soak-memory`: one backend, a million calls
-# of a mix that used to grow it (issue 10 item 7), RSS and the backend's
-# memory contexts read after every round.  Not part of `make test` (it takes
+# of a mix that grew its memory in 1.0 (a registry that was never swept),
+# RSS and the backend's memory contexts read after every round.  Not part of `make test` (it takes
 # minutes); run it when the lease registry or the connection layer changes.
 #
 # Each round of ROUND calls: 40% session leases left to expire (1 ms TTL,

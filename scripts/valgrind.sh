@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# scripts/valgrind.sh -- the regression suite with PostgreSQL under valgrind
-# (issue 3, item 7).  On demand, not part of scripts/test.sh: it takes
-# several minutes.
+# scripts/valgrind.sh -- the regression suite with PostgreSQL under valgrind,
+# for memory errors no check can see.  On demand, not part of
+# scripts/test.sh: it takes several minutes.
 #
 #   bash scripts/valgrind.sh                 # pg_regress + every pgTAP file
 #   RP_VALGRIND_PGTAP="lock" bash scripts/valgrind.sh   # pgTAP files matching

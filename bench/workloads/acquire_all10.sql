@@ -1,4 +1,4 @@
--- title: rp_acquire_all of ten names, then rp_release_all (issue 17: <= 1.3x acquire1)
+-- title: rp_acquire_all of ten names, then rp_release_all (target: <= 1.3x acquire1)
 -- clients: 1 4 16
 -- baseline: acquire1
 -- redis-calls: 2

@@ -1,4 +1,4 @@
--- title: rp_ratelimit refused, answered by the refusal cache (issue 17: <= 1.1x SELECT 1, 0 round trips)
+-- title: rp_ratelimit refused, answered by the refusal cache (target: <= 1.1x SELECT 1, 0 round trips)
 -- clients: 1 4 16
 -- baseline: select1
 -- requires: preload

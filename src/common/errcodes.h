@@ -4,8 +4,9 @@
  *		The extension's own SQLSTATEs, class RP, defined once.
  *
  * Before editing, know this: these codes are part of the SQL contract
- * (DESIGN.md, docs/): applications catch them by value.  Never renumber one;
- * add the next free code instead.
+ * (README.md's error table and each primitive's page in docs/):
+ * applications catch them by value.  Never renumber one; add the next free
+ * code instead.
  *
  *-------------------------------------------------------------------------
  */

@@ -6,7 +6,7 @@
  *		time.
  *
  * Each pg_strong_random call (OpenSSL's RAND_bytes) costs a fixed overhead
- * -- locking, fork and reseed checks -- that the 1.0 profile measured at 5%
+ * -- locking, fork and reseed checks -- that a 1.0 perf profile put at 5%
  * of an acquire's backend CPU for 16 bytes.  Asking for 4 KB at once costs
  * about the same, so the overhead is paid once per 256 tokens.  The bytes
  * are the strong source's own, not a seeded stream: a client that sees the

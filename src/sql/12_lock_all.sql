@@ -1,4 +1,4 @@
--- Many locks in one round trip (issue 17; docs/lock.md): all or nothing,
+-- Many locks in one round trip (docs/lock.md): all or nothing,
 -- one lease and fence per name, an rp_lease[] in the order of the names,
 -- NULL when not acquired within wait_ms.  Not STRICT: a NULL argument is an
 -- error (22004), never a NULL result that would read as "not acquired".

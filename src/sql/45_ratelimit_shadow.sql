@@ -1,4 +1,4 @@
--- Rate-limit shadow mode (issue 19).  See docs/ratelimit.md.
+-- Rate-limit shadow mode.  See docs/ratelimit.md.
 
 -- Shadow mode: the same limits with a last argument, mode ('enforce' or
 -- 'shadow'), and rp_ratelimit_consume's record with one more field,

@@ -1,4 +1,4 @@
--- The rate limiter's refusal cache (issue 17, src/ratecache.c): what it
+-- The rate limiter's refusal cache (src/prim/ratecache.c): what it
 -- holds and how much it answered.  See docs/ratelimit.md.
 CREATE FUNCTION @extschema@.rp_ratelimit_cache_info(
     OUT enabled pg_catalog.bool, OUT capacity pg_catalog.int4, OUT live pg_catalog.int4,

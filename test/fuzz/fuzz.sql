@@ -1,5 +1,5 @@
 -- test/fuzz/fuzz.sql -- the bad-input generator used by
--- test/scenarios/fuzz_bad_input.sh (issue 3, item 6).
+-- test/scenarios/fuzz_bad_input.sh.
 --
 -- Installs schema rp_fuzz into the current database:
 --   rp_fuzz.vals      a pool of extreme and malformed argument expressions
@@ -95,7 +95,7 @@ SELECT 'rp_lease'::regtype, e FROM unnest(ARRAY[
   '(SELECT ROW(NULL, (lease).token, (lease).fence, (lease).expires_at)::rp_lease FROM rp_fuzz.real)',
   '(SELECT ROW((lease).name, NULL, (lease).fence, (lease).expires_at)::rp_lease FROM rp_fuzz.real)']) e;
 
--- The documented ranges (DESIGN.md and the C checks).  nonempty: '' is 22023.
+-- The documented ranges (docs/ and the C checks).  nonempty: '' is 22023.
 INSERT INTO rp_fuzz.bounds VALUES
   ('ttl_ms', 1, 1000000000000, false),
   ('wait_ms', 0, 1000000000000, false),

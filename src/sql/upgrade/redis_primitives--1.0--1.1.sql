@@ -37,7 +37,7 @@ REVOKE ALL ON FUNCTION @extschema@.rp_stats_reset(), @extschema@.rp_stats(),
 -- #include 95_observe_grants.sql
 
 -- ---------------------------------------------------------------------------
--- Fencing (issue 11): lock- and leader-bound guards, rp_fence_check,
+-- Fencing: lock- and leader-bound guards, rp_fence_check,
 -- rp_fence_floor reading trigger arguments properly, rp_campaign's floor.
 -- ---------------------------------------------------------------------------
 
@@ -60,7 +60,7 @@ REVOKE ALL ON FUNCTION @extschema@.rp_campaign(pg_catalog.text, pg_catalog.text,
 REVOKE ALL ON FUNCTION @extschema@.rp_release(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.rp_extend(pg_catalog.text, pg_catalog.text, pg_catalog.int8) FROM PUBLIC;
 
--- ---- semaphore (src/sql/15_semaphore.sql; issue 19) ----------------------
+-- ---- semaphore (src/sql/15_semaphore.sql) ------------------------------
 
 -- #include 15_semaphore.sql
 
@@ -68,7 +68,7 @@ REVOKE ALL ON FUNCTION @extschema@.rp_semaphore_acquire(pg_catalog.text, pg_cata
 REVOKE ALL ON FUNCTION @extschema@.rp_semaphore_acquire_xact(pg_catalog.text, pg_catalog.int4, pg_catalog.int8, pg_catalog.int8) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.rp_semaphore_info(pg_catalog.text) FROM PUBLIC;
 
--- ---- rate-limit shadow mode (src/sql/45_ratelimit_shadow.sql; issue 19) --
+-- ---- rate-limit shadow mode (src/sql/45_ratelimit_shadow.sql) ----------
 
 -- #include 45_ratelimit_shadow.sql
 
@@ -80,11 +80,11 @@ REVOKE ALL ON FUNCTION @extschema@.rp_ratelimit_shadow_refusals(pg_catalog.text)
 -- elector has not published yet (it raised 42704 just after server start).
 -- #include 50_election.sql is_leader_comment
 
--- ---- perf: the rate limiter's refusal cache (src/sql/47_ratelimit_cache.sql; issue 17) ----
+-- ---- perf: the rate limiter's refusal cache (src/sql/47_ratelimit_cache.sql) ----
 -- #include 47_ratelimit_cache.sql
 REVOKE ALL ON FUNCTION @extschema@.rp_ratelimit_cache_info() FROM PUBLIC;
 
--- ---- perf: rp_acquire_all, rp_acquire_all_xact (src/sql/12_lock_all.sql; issue 17) ----
+-- ---- perf: rp_acquire_all, rp_acquire_all_xact (src/sql/12_lock_all.sql) ----
 
 -- #include 12_lock_all.sql
 REVOKE ALL ON FUNCTION @extschema@.rp_acquire_all(pg_catalog.text[], pg_catalog.int8, pg_catalog.int8, pg_catalog.int8) FROM PUBLIC;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# bench/issue17.sh -- the three targets of issue 17, each measured side by
+# bench/targets.sh -- the three performance targets of 1.1 (the refusal cache,
+# rp_acquire_all, calls against their floor), each measured side by
 # side in one pgbench run (the scripts interleaved, so the machine's noise
 # falls on both alike), repeated RP_BENCH_REPEAT times (3), median reported.
 #
@@ -13,14 +14,14 @@
 #      redis-benchmark -c 1, measured right after: target <= 1.2x.
 #
 # It uses the workload files of bench/workloads/ (the layout bench/run.sh
-# discovers) and writes bench/results/issue17.md.  Knobs: RP_BENCH_T (5 s
+# discovers) and writes bench/results/targets.md.  Knobs: RP_BENCH_T (5 s
 # per run), RP_BENCH_REPEAT (3).
 set -uo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 T=${RP_BENCH_T:-5}
 REPEAT=${RP_BENCH_REPEAT:-3}
 WL=$RP_ROOT/bench/workloads
-OUT=$RP_ROOT/bench/results/issue17.md
+OUT=$RP_ROOT/bench/results/targets.md
 
 rp_setup
 rp_start_servers
