@@ -87,6 +87,14 @@ static int64 rp_lost_fence = 0;
 
 static bool rp_callbacks_registered = false;
 
+/*
+ * Which top-level transaction this is, counted from the registry's setup:
+ * bumped at every top-level transaction end (commit, abort, prepare), so it
+ * tells apart every transaction, read-only and implicit ones included.  A
+ * lease remembers the value it was taken in (RpLease.xact_gen).
+ */
+static uint64 rp_xact_gen = 1;
+
 /* ------------------------------------------------------------------------
  * The kinds of lease.
  * ------------------------------------------------------------------------
@@ -218,6 +226,7 @@ rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
 	l->verify = xact && verify;
 	l->subid = xact ? GetCurrentSubTransactionId() : InvalidSubTransactionId;
 	l->seq = ++rp_seq;
+	l->xact_gen = rp_xact_gen;
 	l->tries = 0;
 	dlist_delete(&u->node);
 	rp_nunsettled--;
@@ -313,9 +322,26 @@ bool
 rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
 				TimestampTz *expires_at)
 {
+	return rp_lease_lookup_ex(name, namelen, false, fence, expires_at);
+}
+
+bool
+rp_lease_this_xact(const RpLease *l)
+{
+	return l->xact_gen == rp_xact_gen;
+}
+
+bool
+rp_lease_lookup_ex(const char *name, size_t namelen, bool this_xact,
+				   int64 *fence, TimestampTz *expires_at)
+{
 	RpLease    *l = rp_lease_find(name, namelen, RP_LEASE_LOCK);
 	RpLease    *p = rp_lease_find(name, namelen, RP_LEASE_PERMIT);
 
+	if (this_xact && l != NULL && !rp_lease_this_xact(l))
+		l = NULL;
+	if (this_xact && p != NULL && !rp_lease_this_xact(p))
+		p = NULL;
 	if (l == NULL || (p != NULL && p->expires_at > l->expires_at))
 		l = p;
 	if (l == NULL)
@@ -652,10 +678,15 @@ rp_xact_callback(XactEvent event, void *arg)
 						 errmsg("cannot PREPARE a transaction that holds a lease from rp_acquire_xact"),
 						 errhint("Release the lease first, or take it with rp_acquire.")));
 			break;
+		case XACT_EVENT_PREPARE:
+			rp_xact_gen++;
+			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			/* The next transaction re-enters none of this one's leases. */
+			rp_xact_gen++;
 			if (rp_lost_name != NULL)
 			{
 				pfree(rp_lost_name);

@@ -63,6 +63,8 @@ typedef struct RpLease
 	bool		xact;			/* released at top-level transaction end */
 	bool		verify;			/* checked at PRE_COMMIT (xact leases only) */
 	SubTransactionId subid;		/* subtransaction that took it (xact only) */
+	uint64		xact_gen;		/* top-level transaction that took it
+								 * (rp_lease_this_xact) */
 	uint64		seq;			/* order of acquisition, for rp_leases() */
 	int			tries;			/* unsettled only: answered release attempts */
 	dlist_node	node;			/* unsettled only */
@@ -165,5 +167,20 @@ extern Datum rp_lease_datum(FunctionCallInfo fcinfo, const RpLease *l, bool fenc
  */
 extern bool rp_lease_lookup(const char *name, size_t namelen, int64 *fence,
 							TimestampTz *expires_at);
+
+/*
+ * The same, with this_xact: only a lease the current top-level transaction
+ * took counts (a guard with the 'xact' option: a table written through a
+ * pool, where the backend's earlier transactions were other clients').
+ */
+extern bool rp_lease_lookup_ex(const char *name, size_t namelen, bool this_xact,
+							   int64 *fence, TimestampTz *expires_at);
+
+/*
+ * Whether the current top-level transaction took l.  Re-entry is confined to
+ * it: behind a pool, a backend's earlier transactions may have been another
+ * client's, and no pool interleaves two clients inside one transaction.
+ */
+extern bool rp_lease_this_xact(const RpLease *l);
 
 #endif							/* RP_LEASE_H */

@@ -10,8 +10,9 @@
  *            token the writer passes; a new token lower than the stored one
  *            is stale (RP001).  'strict': an UPDATE that does not assign the
  *            column is refused (RP004).  1.0's only kind.
- *   lock     ('col', 'lock=account-{id}'): the session must hold a live lease
- *            on the rendered name in its own registry (RP004 otherwise); the
+ *   lock     ('col', 'lock=account-{id}' [, 'xact']): the session must hold
+ *            a live lease on the rendered name in its own registry (RP004
+ *            otherwise; with 'xact', one the writing transaction took); the
  *            column is stamped with that lease's fence; a row holding a
  *            higher token refuses the write or DELETE (RP001).
  *   leader   ('col', 'leader=nightly'): the same, with this server's
@@ -157,12 +158,14 @@ rp_live_fence(RpGuard *g, Relation rel, const char *name)
 		TimestampTz expires_at;
 		TimestampTz now = GetCurrentTimestamp();
 
-		if (!rp_lease_lookup(name, strlen(name), &fence, &expires_at))
+		if (!rp_lease_lookup_ex(name, strlen(name), g->this_xact, &fence, &expires_at))
 			ereport(ERROR,
 					(errcode(ERRCODE_RP_NO_LEASE),
 					 errmsg("no lease on \"%s\" for a write to table \"%s\"",
 							name, RelationGetRelationName(rel)),
-					 errdetail("This session holds no lease on the lock the row is bound to."),
+					 errdetail(g->this_xact ?
+							   "This transaction took no lease on the lock the row is bound to (the guard's 'xact' option)." :
+							   "This session holds no lease on the lock the row is bound to."),
 					 errhint("Take it first: rp_acquire('%s', ttl_ms).", name)));
 		if (TimestampTzPlusMilliseconds(expires_at, -(int64) rp_lease_margin_ms) <= now)
 			ereport(ERROR,

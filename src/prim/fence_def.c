@@ -170,6 +170,8 @@ rp_guard_parse(Relation rel, Trigger *trig, RpGuard *g)
 		}
 		else if (strcmp(opt, "strict") == 0)
 			g->strict = true;
+		else if (strcmp(opt, "xact") == 0)
+			g->this_xact = true;
 		else if (strncmp(opt, "lock=", 5) == 0 || strncmp(opt, "leader=", 7) == 0)
 		{
 			if (g->kind != RP_GUARD_TOKEN)
@@ -180,13 +182,17 @@ rp_guard_parse(Relation rel, Trigger *trig, RpGuard *g)
 		}
 		else
 			rp_problem(g, RP_MISUSE,
-					   "Options are 'error' (the default) or 'skip', 'strict', 'lock=<name template>' and 'leader=<election>'.",
+					   "Options are 'error' (the default) or 'skip', 'strict', 'xact', 'lock=<name template>' and 'leader=<election>'.",
 					   "unknown option \"%s\"", opt);
 	}
 	if (g->strict && g->kind != RP_GUARD_TOKEN)
 		rp_problem(g, RP_MISUSE,
 				   "A lock- or leader-bound guard sets the column itself; 'strict' is for guards whose writers pass the token.",
 				   "'strict' cannot be combined with '%s'", g->kind == RP_GUARD_LOCK ? "lock=" : "leader=");
+	if (g->this_xact && g->kind != RP_GUARD_LOCK)
+		rp_problem(g, RP_MISUSE,
+				   "'xact' makes a lock-bound guard accept only a lease the writing transaction took; add 'lock=<name template>'.",
+				   "'xact' needs 'lock='");
 	if (g->kind == RP_GUARD_LEADER &&
 		(g->target[0] == '\0' || strlen(g->target) >= RP_ELECTION_NAME_MAX))
 		rp_problem(g, RP_MISUSE, NULL, "the election name after 'leader=' must be 1 to %d bytes",

@@ -51,6 +51,7 @@ typedef struct RpGuard
 	RpGuardKind kind;
 	bool		skip;
 	bool		strict;
+	bool		this_xact;		/* 'xact': only a lease this transaction took */
 	const char *column;
 	int			attnum;			/* token column, 0 when not found */
 	Oid			typid;			/* as declared: maybe a domain */

@@ -210,11 +210,15 @@ rp_retry_pause(RpRetry *retry, text *name, int n)
 /*
  * Shared body of rp_acquire and rp_acquire_xact.
  *
- * A name the session already holds live is returned as it is: same token,
- * fence and deadline, no round trip, like pg_advisory_lock re-entering a
- * lock the session holds (docs/lock.md).  So a session never waits on
- * itself, and SELECT (rp_acquire(...)).*, which PostgreSQL evaluates once
- * per column, yields one whole lease.
+ * A name this *transaction* already holds live is returned as it is: same
+ * token, fence and deadline, no round trip (docs/lock.md).  So SELECT
+ * (rp_acquire(...)).*, which PostgreSQL evaluates once per column, yields
+ * one whole lease, and code that acquires twice in one transaction gets one
+ * lease.  A lease an earlier transaction of the session took is a holder
+ * like any other: behind a pool that transaction was perhaps another
+ * client's, so the call goes to Redis, which refuses (the key holds that
+ * lease's token), and waits or returns NULL.  rp_extend is how a holder
+ * keeps a lease across transactions.
  *
  * With wait_ms > 0 the attempt is repeated with full-jitter exponential
  * backoff (5 ms doubling to 250 ms) until the deadline; the last attempt is
@@ -251,7 +255,7 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 
 	rp_lease_setup();
 	held = rp_lease_find(name, namelen, RP_LEASE_LOCK);
-	if (held != NULL && held->expires_at > start)
+	if (held != NULL && held->expires_at > start && rp_lease_this_xact(held))
 	{
 		if (xact && verify)
 			rp_lease_verify_at_commit(held);
@@ -353,8 +357,8 @@ RP_TRACKED_FUNCTION(rp_lock_info, RP_PRIM_LOCK_INFO, RP_OUT_PLAIN)
  * attempt, so nothing is held between attempts and two callers asking for
  * the same names in different orders cannot deadlock.  Every name is
  * recorded as unsettled before the script is sent, as rp_acquire does.
- * Names the session already holds live are taken as they are (no round
- * trip for them), so a session never waits on itself.  In Redis Cluster a
+ * Names this transaction already holds live are taken as they are (no
+ * round trip for them), as rp_acquire does.  In Redis Cluster a
  * script runs on one node: the names must share a hash slot.  The result is
  * an rp_lease[] in the order of the names, NULL when not acquired.
  * ------------------------------------------------------------------------
@@ -598,7 +602,7 @@ rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
 		{
 			RpLease    *held = rp_lease_find(name[i], len[i], RP_LEASE_LOCK);
 
-			if (held != NULL && held->expires_at > now)
+			if (held != NULL && held->expires_at > now && rp_lease_this_xact(held))
 				out[i] = rp_lease_copy(held);	/* in attempt_cxt */
 			else
 			{

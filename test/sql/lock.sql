@@ -2,12 +2,13 @@
 -- suite, so fence tokens start at 1.
 \pset null '(null)'
 
--- A lease is taken once.  The session acquiring it again gets the same lease
--- back with no round trip (1.1: a session never waits on itself): same fence.
+-- A lease is taken once.  Re-entry is per transaction: a later statement (a
+-- later transaction) asking for the name is refused like any other caller,
+-- since behind a pool it may be another client's request (1.2).
 SELECT name, fence, length(token) AS token_len,
        expires_at > now() AS in_future
 FROM rp_acquire('acct-1', 10000);
-SELECT (rp_acquire('acct-1', 10000)).fence AS second_acquire_same_fence;
+SELECT (rp_acquire('acct-1', 10000)).fence AS later_transaction_refused;
 
 -- What Redis holds, without the token.
 SELECT held, fence, ttl_ms BETWEEN 1 AND 10000 AS ttl_ok, last_fence
