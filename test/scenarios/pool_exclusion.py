@@ -68,17 +68,25 @@ def call(conn, sql, params):
 
 
 def worker(i):
-    conn = psycopg.connect(args.dsn, autocommit=True) if args.per_worker else None
+    try:
+        conn = psycopg.connect(args.dsn, autocommit=True) if args.per_worker else None
+    except psycopg.Error as e:
+        with mu:
+            stats["errors"] += 1
+        print("# connect:", str(e).strip().splitlines()[0], file=sys.stderr)
+        return
     p = {"n": args.name}
     done = 0
     deadline = time.monotonic() + 600
-    while done < args.cycles and time.monotonic() < deadline:
+    errors = 0
+    while done < args.cycles and time.monotonic() < deadline and errors < 20:
         try:
             tok = call(conn, NAIVE if args.naive else ACQUIRE, p)
         except psycopg.Error as e:
             with mu:
                 stats["errors"] += 1
             print("# acquire:", str(e).strip().splitlines()[0], file=sys.stderr)
+            errors += 1
             time.sleep(0.01)
             continue
         if tok is None:

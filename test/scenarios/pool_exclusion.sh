@@ -69,7 +69,7 @@ trap '[ -f "$RP_TMP/pe-bouncer.pid" ] && kill "$(cat "$RP_TMP/pe-bouncer.pid")" 
 wait_for 30 "rp_port_taken $bport"
 out=$(drive --dsn "host=127.0.0.1 port=$bport dbname=txn user=$PGUSER" --per-worker pe-bouncer)
 diag "PgBouncer (transaction mode, 8 server connections): $out"
-is "$(num "$out" entries)" "240" "PgBouncer: 16 workers x 15 critical sections all entered"
+is "$(num "$out" entries)" "240" "PgBouncer: 16 workers x 15 critical sections all entered" "$(head -5 "$RP_TMP/pool_exclusion.err")"
 is "$(num "$out" overlaps)" "0" "PgBouncer: no entry while another worker was inside"
 
 # ---- the lock-bound guard: only a lease the writing transaction took --------

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# lease_belief.sh -- what a backend believes about a lease it re-enters.
+#
+# Re-entry answers from the session's registry with no round trip, so what
+# it hands back must be what the caller asked for:
+#   - verify_at_commit asked of a held lease is added to it, whatever its
+#     scope (a session lease too), never dropped silently;
+#   - a lease inside its last lease_margin, which the lock-bound guard
+#     already refuses, is extended (or taken anew), never handed back as it
+#     is;
+#   - a lease or permit released or shortened by token from another
+#     connection of this server is no longer believed by the backend that
+#     took it (re-entry, the lock-bound guard, permits);
+#   - a semaphore waiter that is cancelled or times out leaves the queue at
+#     its abort, not a heartbeat later.
+# Each beside its naive twin where one exists.
+source "$(dirname "$0")/tap.bash"
+plan 14
+
+sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
+steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
+
+# ---- verify_at_commit asked of a session lease ------------------------------
+# One transaction takes a session lease, then asks rp_acquire_xact for the
+# name with verify_at_commit; the lease is lost (another holder takes the
+# name) before COMMIT.
+out=$(sq "BEGIN" "SELECT fence > 0 FROM rp_acquire('vac-1', 30000)" \
+	"SELECT fence > 0 FROM rp_acquire_xact('vac-1', 30000, 0, 0, verify_at_commit => true)" \
+	"$(steal vac-1)" "COMMIT")
+is "$(echo $out)" "t t t RP002" \
+	"verify_at_commit asked of a session lease the transaction holds: the lost lease fails COMMIT (RP002)"
+# The reference: without the session lease the same steps fail the same way.
+out=$(sq "BEGIN" "SELECT fence > 0 FROM rp_acquire_xact('vac-2', 30000, 0, 0, verify_at_commit => true)" \
+	"$(steal vac-2)" "COMMIT")
+is "$(echo $out)" "t t RP002" "(without the session lease: RP002 as documented)"
+# The check was this transaction's: the session lease goes on unchecked.
+q "SELECT rp_test.redis('DEL', rp_test.key('vac-1', 'lock'))" "SELECT rp_release_all()" >/dev/null
+out=$(sq "BEGIN" "SELECT fence > 0 FROM rp_acquire('vac-3', 30000)" \
+	"SELECT fence > 0 FROM rp_acquire_xact('vac-3', 30000, 0, 0, verify_at_commit => true)" "COMMIT" \
+	"$(steal vac-3)" "BEGIN" "SELECT 1" "COMMIT")
+is "$(echo $out)" "t t t 1" "the check ends with that transaction: a later one of the session commits"
+# Asked of a name an earlier transaction of the session holds: not re-entered
+# (NULL, the name is held), never a lease that silently skips the check.
+q "SELECT rp_release_all()" >/dev/null
+out=$(sq "SELECT fence > 0 FROM rp_acquire('vac-4', 30000)" "BEGIN" \
+	"SELECT rp_acquire_xact('vac-4', 30000, 0, 0, verify_at_commit => true) IS NULL" "COMMIT")
+is "$(echo $out)" "t t" "asked of a name an earlier transaction holds: NULL, not a lease without the check"
+q "SELECT rp_release_all()" "SELECT rp_test.redis('DEL', rp_test.key('vac-' || g, 'lock')) FROM generate_series(1, 4) g" >/dev/null
+
+# ---- re-entry inside the last lease_margin ----------------------------------
+# A lease of 3 s with a margin of 2.9 s is inside its margin 100 ms after it
+# was sent: the guard already refuses it.  Re-entering it must hand back a
+# lease the guard accepts.
+out=$(q "SET redis_primitives.lease_margin = 2900" "BEGIN" \
+	"SELECT fence FROM rp_acquire('ra-1', 3000)" "SELECT pg_sleep(0.2)" \
+	"SELECT fence || ' ' || (expires_at - interval '2900 ms' > clock_timestamp()) FROM rp_acquire('ra-1', 5000)" \
+	"COMMIT")
+f1=$(echo "$out" | sed -n 1p); second=$(echo "$out" | sed -n 3p)
+is "$second" "$f1 true" "re-entered inside its margin: the same lease (fence $f1), extended so the guard accepts it"
+cmp_ok "$(q "SELECT rp_test.redis('PTTL', rp_test.key('ra-1', 'lock'))")" -gt 3000 \
+	"... and Redis holds it for the new ttl"
+q "SELECT rp_release_all()" >/dev/null
+# The guard's view: a lock-bound write after re-entering succeeds.
+q "DROP TABLE IF EXISTS ra_account" "CREATE TABLE ra_account (id int PRIMARY KEY, fence_token bigint)" \
+  "CREATE TRIGGER zz_fence BEFORE INSERT OR UPDATE OR DELETE ON ra_account FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=ra-{id}')" >/dev/null
+out=$(sq "SET redis_primitives.lease_margin = 2900" "BEGIN" \
+	"SELECT fence > 0 FROM rp_acquire('ra-2', 3000)" "SELECT pg_sleep(0.2)" \
+	"SELECT fence > 0 FROM rp_acquire('ra-2', 5000)" "INSERT INTO ra_account VALUES (2)" "COMMIT" \
+	"SELECT count(*) FROM ra_account")
+is "$(echo $out)" "t t 1" "a lock-bound write after re-entering inside the margin lands"
+q "SELECT rp_release_all()" >/dev/null
+# The naive twin: the lease handed back as it is, inside its margin, is refused.
+out=$(sq "SET redis_primitives.lease_margin = 2900" "BEGIN" \
+	"SELECT fence > 0 FROM rp_acquire('ra-3', 3000)" "SELECT pg_sleep(0.2)" \
+	"SELECT count(*) FROM rp_leases() WHERE name = 'ra-3'" "INSERT INTO ra_account VALUES (3)" "COMMIT")
+is "$(echo $out)" "t 1 RP004" "naive (the registry's lease as it is): the guard refuses it (RP004)"
+q "SELECT rp_release_all()" "DROP TABLE ra_account" >/dev/null
+
+# ---- released or shortened by token from another connection ---------------
+q "DROP TABLE IF EXISTS tb_account" "CREATE TABLE tb_account (id int PRIMARY KEY, fence_token bigint)" \
+  "CREATE TRIGGER zz_fence BEFORE INSERT OR UPDATE OR DELETE ON tb_account FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=tb-{id}')" >/dev/null
+session_open sa; session_open sb
+# A takes tb-1 in an open transaction; C releases it by token (the job-queue
+# pattern); B takes it.
+session_q sa "BEGIN" >/dev/null
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-1', 30000)")
+released=$(q "SELECT rp_release('tb-1', '$tok')")
+fb=$(session_q sb "SELECT fence FROM rp_acquire('tb-1', 30000)")
+is "$released ${fb:+taken}" "t taken" "(C released A's lease by token, B took the name)"
+is "$(session_q sa "SELECT rp_acquire('tb-1', 30000) IS NULL")" "t" \
+	"A re-acquiring in its transaction gets NULL (B holds it), not its released lease"
+is "$(session_q sa "INSERT INTO tb_account VALUES (1)")" "ERROR:  RP004" \
+	"A's lock-bound write under the released lease is refused (RP004)"
+session_q sa "ROLLBACK" >/dev/null
+# Shortened by token from elsewhere: A's belief follows.
+session_q sa "BEGIN" >/dev/null
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-2', 30000)")
+q "SELECT rp_extend('tb-2', '$tok', 200) IS NOT NULL" >/dev/null
+wait_for 30 '[ "$(q "SELECT (rp_lock_info('"'tb-2'"')).held")" = f ]'
+is "$(session_q sa "INSERT INTO tb_account VALUES (2)")" "ERROR:  RP004" \
+	"a lease shortened by token from another connection: A's write after the new deadline is refused (RP004)"
+session_q sa "ROLLBACK" >/dev/null
+# A 1-permit semaphore: released by token elsewhere, taken by B; A asking
+# again must not end with a second holder by its own records.
+session_q sa "BEGIN" >/dev/null
+tok=$(session_q sa "SELECT token FROM rp_semaphore_acquire('tb-sem', 1, 30000)")
+q "SELECT rp_release('tb-sem', '$tok')" >/dev/null
+session_q sb "SELECT fence > 0 FROM rp_semaphore_acquire('tb-sem', 1, 30000)" >/dev/null
+is "$(session_q sa "SELECT rp_semaphore_acquire('tb-sem', 1, 30000) IS NULL")" "t" \
+	"a permit released by token elsewhere: A asking again gets NULL (B holds the only permit)"
+session_q sa "ROLLBACK" >/dev/null
+session_q sb "SELECT rp_release_all()" >/dev/null
+session_close sa; session_close sb
+q "SELECT rp_release_all()" "DROP TABLE tb_account" >/dev/null
+
+# ---- an aborted semaphore waiter leaves the queue ---------------------------
+session_open sh; session_open sw
+session_q sh "SELECT fence > 0 FROM rp_semaphore_acquire('wq-1', 1, 60000)" >/dev/null
+out=$(session_q sw "SET statement_timeout = 500" ; session_q sw "SELECT rp_semaphore_acquire('wq-1', 1, 60000, 60000)"; \
+	session_q sw "RESET statement_timeout"; session_q sw "SELECT rp_test.redis('ZCARD', rp_test.key('wq-1', 'semq'))")
+is "$(echo $out)" "ERROR: 57014 0" "a waiter ended by statement_timeout has left the queue at its abort"
+session_q sh "SELECT rp_release_all()" >/dev/null
+session_close sh; session_close sw
+finish
