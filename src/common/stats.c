@@ -24,6 +24,7 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_authid.h"
+#include "common/hashfn.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -88,6 +89,18 @@ typedef struct RpLockEntry
 	TimestampTz expires_at;
 	bool		xact;
 	char		name[RP_LOCKS_NAME_MAX];
+
+	/*
+	 * What other backends of this server learned of the lease: a release
+	 * or extend by token confirmed by Redis.  Under mutex: tokhash (a keyed
+	 * hash of the lease's token, never shown), and override (0: nothing;
+	 * else the deadline other backends set, RP_LOCKS_REVOKED for a release)
+	 * with override_seq counting the overrides.
+	 */
+	slock_t		mutex;
+	uint64		tokhash;
+	TimestampTz override;
+	uint32		override_seq;
 } RpLockEntry;
 
 typedef struct RpStatsShared
@@ -99,6 +112,7 @@ typedef struct RpStatsShared
 	int			nlocks;			/* redis_primitives.max_tracked_leases */
 	pg_atomic_uint64 locks_not_shown;	/* leases held now but not in the table */
 	pg_atomic_uint64 locks_not_shown_total;	/* since startup */
+	uint64		tokhash_key;	/* random, keys the rows' token hashes */
 	RpStatSlot *slots;
 	RpLockEntry *locks;
 } RpStatsShared;
@@ -171,7 +185,12 @@ rp_stats_shmem_startup(void)
 					pg_atomic_init_u64(&rp_stats_slots[i].c[k][j], 0);
 		}
 		for (int i = 0; i < rp_max_tracked_leases; i++)
+		{
 			pg_atomic_init_u32(&rp_lock_entries[i].owner, 0);
+			SpinLockInit(&rp_lock_entries[i].mutex);
+		}
+		if (!pg_strong_random(&rp_stats_shared->tokhash_key, sizeof(uint64)))
+			rp_stats_shared->tokhash_key = (uint64) GetCurrentTimestamp() ^ (uint64) MyProcPid;
 	}
 }
 
@@ -513,6 +532,10 @@ rp_locks_free_entry(int idx)
 	e->pid = 0;
 	e->backend_id = InvalidBackendId;	/* see rp_locks_first_use */
 	rp_entry_end_write(e);
+	SpinLockAcquire(&e->mutex);
+	e->tokhash = 0;
+	e->override = 0;
+	SpinLockRelease(&e->mutex);
 	pg_atomic_write_u32(&e->owner, 0);
 }
 
@@ -665,6 +688,109 @@ rp_locks_publish(const void *key, const char *name, size_t namelen,
 	memcpy(e->name, name, n);
 	e->name[n] = '\0';
 	rp_entry_end_write(e);
+}
+
+static uint64
+rp_locks_tokhash(const char *token)
+{
+	uint64		h = hash_bytes_extended((const unsigned char *) token, (int) strlen(token),
+										rp_stats_shared->tokhash_key);
+
+	return h == 0 ? 1 : h;		/* 0 means "no token" */
+}
+
+/* This backend's row of key, or NULL (not published, or not shown). */
+static RpLockEntry *
+rp_locks_own_row(const void *key)
+{
+	int			li;
+
+	if (rp_stats_shared == NULL || rp_nlocal == 0)
+		return NULL;
+	li = rp_locks_find_local(key);
+	if (li < 0 || rp_local[li].idx < 0)
+		return NULL;
+	return &rp_lock_entries[rp_local[li].idx];
+}
+
+void
+rp_locks_bind_token(const void *key, const char *token)
+{
+	RpLockEntry *e = rp_locks_own_row(key);
+	uint64		h;
+
+	if (e == NULL)
+		return;
+	h = rp_locks_tokhash(token);
+	SpinLockAcquire(&e->mutex);
+	e->tokhash = h;
+	e->override = 0;
+	e->override_seq = 0;
+	SpinLockRelease(&e->mutex);
+}
+
+bool
+rp_locks_override_of(const void *key, TimestampTz *deadline, uint32 *seq)
+{
+	RpLockEntry *e = rp_locks_own_row(key);
+	TimestampTz o;
+
+	if (e == NULL)
+	{
+		*seq = 0;
+		return false;
+	}
+	SpinLockAcquire(&e->mutex);
+	o = e->override;
+	*seq = e->override_seq;
+	SpinLockRelease(&e->mutex);
+	if (o == 0)
+		return false;
+	*deadline = o;
+	return true;
+}
+
+void
+rp_locks_override_clear(const void *key, uint32 seq)
+{
+	RpLockEntry *e = rp_locks_own_row(key);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->override_seq == seq && e->override != RP_LOCKS_REVOKED)
+		e->override = 0;
+	SpinLockRelease(&e->mutex);
+}
+
+int
+rp_locks_override_token(const char *name, size_t namelen, const char *token,
+						TimestampTz deadline)
+{
+	uint64		h;
+	int			n = 0;
+
+	if (rp_stats_shared == NULL)
+		return 0;
+	h = rp_locks_tokhash(token);
+	for (int i = 0; i < rp_stats_shared->nlocks; i++)
+	{
+		RpLockEntry *e = &rp_lock_entries[i];
+
+		if (pg_atomic_read_u32(&e->owner) == 0)
+			continue;
+		SpinLockAcquire(&e->mutex);
+		if (e->tokhash == h)
+		{
+			/* A release is final; a new deadline never undoes it. */
+			if (e->override != RP_LOCKS_REVOKED)
+				e->override = deadline;
+			e->override_seq++;
+			n++;
+		}
+		SpinLockRelease(&e->mutex);
+	}
+	return n;
 }
 
 void

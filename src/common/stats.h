@@ -156,4 +156,24 @@ extern void rp_locks_publish(const void *key, const char *name, size_t namelen,
 							 int64 fence, TimestampTz expires_at, bool xact);
 extern void rp_locks_unpublish(const void *key);
 
+/*
+ * The table as this server's truth about its leases (only when preloaded;
+ * without shared memory these do nothing and find nothing).  A published
+ * row is bound to its lease's token by a keyed hash (rp_locks_bind_token;
+ * the token itself is never stored).  A backend that released or extended
+ * a lease by token, confirmed by Redis, tells its owner through
+ * rp_locks_override_token (deadline RP_LOCKS_REVOKED for a release; returns
+ * how many rows it marked); the owner reads its own row's override with
+ * rp_locks_override_of (seq: how many overrides so far), and, after its own
+ * extend, clears it with rp_locks_override_clear only if no override came
+ * since seq (a release is never cleared).
+ */
+/* Long past, yet safe to subtract a margin from (DT_NOBEGIN would wrap). */
+#define RP_LOCKS_REVOKED	((TimestampTz) 1)
+extern void rp_locks_bind_token(const void *key, const char *token);
+extern bool rp_locks_override_of(const void *key, TimestampTz *deadline, uint32 *seq);
+extern void rp_locks_override_clear(const void *key, uint32 seq);
+extern int	rp_locks_override_token(const char *name, size_t namelen, const char *token,
+									TimestampTz deadline);
+
 #endif							/* RP_STATS_H */

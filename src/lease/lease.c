@@ -184,14 +184,35 @@ rp_lease_free_strings(RpLease *l)
 	pfree(l->key);
 }
 
+/*
+ * What another backend of this server learned of l (rp_locks, stats.h): a
+ * release by token ends it (its deadline becomes the past), an extend by
+ * token sets its deadline, never later than the session's own.  Every
+ * lookup goes through here, so re-entry, the guards, the commit-time check
+ * and permits all honour it, with no round trip.
+ */
+static void
+rp_lease_truth(RpLease *l)
+{
+	TimestampTz d;
+	uint32		seq;
+
+	if (rp_locks_override_of(l, &d, &seq) && d < l->expires_at)
+		l->expires_at = d;
+}
+
 RpLease *
 rp_lease_find(const char *name, size_t namelen, RpLeaseKind kind)
 {
 	RpNameKey	k = {name, namelen, kind};
+	RpLease    *l;
 
 	if (rp_held == NULL)
 		return NULL;
-	return hash_search(rp_held, &k, HASH_FIND, NULL);
+	l = hash_search(rp_held, &k, HASH_FIND, NULL);
+	if (l != NULL)
+		rp_lease_truth(l);
+	return l;
 }
 
 static void rp_registry_sweep(void);
@@ -236,6 +257,7 @@ rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
 	if (l->verify)
 		rp_nverify++;
 	rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
+	rp_locks_bind_token(l, l->token);
 	return l;
 }
 

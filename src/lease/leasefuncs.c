@@ -112,6 +112,19 @@ rp_lease_of(text *name, text *token, bool *mine)
 	return l;
 }
 
+/*
+ * A release or extend by token of a lease this session does not hold, once
+ * Redis answered: the backend of this server that holds it (if any) is told
+ * through its rp_locks row, and stops believing it at once (RP_LOCKS_REVOKED:
+ * released, or not held any more) or believes the new deadline.  Another
+ * server's backends cannot be told: docs/lock.md.
+ */
+static void
+rp_tell_owner(RpLease *l, TimestampTz deadline)
+{
+	(void) rp_locks_override_token(l->name, l->namelen, l->token, deadline);
+}
+
 RP_TRACKED_FUNCTION(rp_release_lease, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 {
 	text	   *name;
@@ -129,6 +142,8 @@ RP_TRACKED_FUNCTION(rp_release_lease, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 	released = rp_lease_release(&l, 1, false, NULL) == 1;
 	if (mine)
 		rp_lease_forget(l);
+	else
+		rp_tell_owner(l, RP_LOCKS_REVOKED);
 	PG_RETURN_BOOL(released);
 }
 
@@ -175,6 +190,11 @@ rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 	TimestampTz sent;
 	bool		ok;
 	const RpLeaseKindDef *kind = rp_lease_kind(l->kind);
+	TimestampTz d;
+	uint32		seq = 0;
+
+	if (mine)
+		(void) rp_locks_override_of(l, &d, &seq);
 
 	keys[0].data = l->key;
 	keys[0].len = l->keylen;
@@ -200,14 +220,21 @@ rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 	}
 	if (!ok)
 	{
-		/* Not ours any more: stop believing it. */
+		/* Not held any more: stop believing it, here or in its owner. */
 		if (mine)
 			rp_lease_forget(l);
+		else
+			rp_tell_owner(l, RP_LOCKS_REVOKED);
 		return false;
 	}
 	l->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
 	if (mine)
+	{
 		rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
+		rp_locks_override_clear(l, seq);
+	}
+	else
+		rp_tell_owner(l, l->expires_at);
 	return true;
 }
 
@@ -293,6 +320,8 @@ RP_TRACKED_FUNCTION(rp_release_token, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 	released = rp_lease_release(&l, 1, false, NULL) == 1;
 	if (mine)
 		rp_lease_forget(l);
+	else
+		rp_tell_owner(l, RP_LOCKS_REVOKED);
 	PG_RETURN_BOOL(released);
 }
 
