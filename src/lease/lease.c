@@ -677,6 +677,28 @@ rp_unsettled_release(void)
 			rp_unsettled_forget(live[i]);
 }
 
+/*
+ * A session lease asked for verify_at_commit (rp_acquire_xact re-entering
+ * it) owed the check to that transaction only: at its end the session lease
+ * goes on unchecked.  (The xact leases are gone by then.)
+ */
+static void
+rp_session_verify_end(void)
+{
+	HASH_SEQ_STATUS seq;
+	RpLease    *l;
+
+	if (rp_nverify == 0 || rp_held == NULL)
+		return;
+	hash_seq_init(&seq, rp_held);
+	while ((l = hash_seq_search(&seq)) != NULL)
+		if (l->verify && !l->xact)
+		{
+			l->verify = false;
+			rp_nverify--;
+		}
+}
+
 static void
 rp_xact_callback(XactEvent event, void *arg)
 {
@@ -709,6 +731,7 @@ rp_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			/* The next transaction re-enters none of this one's leases. */
 			rp_xact_gen++;
+			rp_session_verify_end();
 			if (rp_lost_name != NULL)
 			{
 				pfree(rp_lost_name);
@@ -903,11 +926,36 @@ rp_lease_settle(RpLease *pending, int64 fence, bool xact, bool verify)
 void
 rp_lease_verify_at_commit(RpLease *l)
 {
-	if (l->xact && !l->verify)
+	/* Whatever its scope: a check asked for is never dropped silently. */
+	if (!l->verify)
 	{
 		l->verify = true;
 		rp_nverify++;
 	}
+}
+
+bool
+rp_lease_extend_held(RpLease *l, int64 ttl_ms)
+{
+	const RpLeaseKindDef *kind = rp_lease_kind(l->kind);
+	RpArg		keys[1];
+	RpArg		argv[2];
+	TimestampTz sent = GetCurrentTimestamp();
+	TimestampTz d;
+	uint32		seq;
+
+	(void) rp_locks_override_of(l, &d, &seq);
+	keys[0].data = l->key;
+	keys[0].len = l->keylen;
+	argv[0] = rp_arg_str(l->token);
+	argv[1] = rp_arg_int(ttl_ms);
+	if (rp_reply_int(rp_lease_eval(kind->extend, 1, keys, 2, argv),
+					 kind->extend->name) != 1)
+		return false;
+	l->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
+	rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
+	rp_locks_override_clear(l, seq);
+	return true;
 }
 
 void

@@ -61,7 +61,7 @@ typedef struct RpLease
 	int64		fence;
 	TimestampTz expires_at;		/* time the acquire was sent + ttl */
 	bool		xact;			/* released at top-level transaction end */
-	bool		verify;			/* checked at PRE_COMMIT (xact leases only) */
+	bool		verify;			/* checked at this transaction's PRE_COMMIT */
 	SubTransactionId subid;		/* subtransaction that took it (xact only) */
 	uint64		xact_gen;		/* top-level transaction that took it
 								 * (rp_lease_this_xact) */
@@ -118,9 +118,22 @@ extern RpLease *rp_lease_pending(const char *name, size_t namelen, RpLeaseKind k
 								 const char *token, TimestampTz expires_at);
 extern RpLease *rp_lease_settle(RpLease *pending, int64 fence, bool xact, bool verify);
 extern void rp_lease_pending_forget(RpLease *pending);
+/* The deadline a pending entry will be settled with (its grant's). */
+extern void rp_lease_pending_deadline(RpLease *pending, TimestampTz expires_at);
 
-/* Check a held xact lease at PRE_COMMIT too (rp_acquire_xact re-entered). */
+/*
+ * Check a held lease at this transaction's PRE_COMMIT too (rp_acquire_xact
+ * re-entered it with verify_at_commit), whatever its scope: a session
+ * lease owes the check to this transaction only.
+ */
 extern void rp_lease_verify_at_commit(RpLease *l);
+
+/*
+ * Compare-and-extend a registry entry by ttl_ms (counted from now): true
+ * with its deadline moved, false when Redis no longer holds its token (the
+ * entry is left as it is).  Raises on a Redis failure.
+ */
+extern bool rp_lease_extend_held(RpLease *l, int64 ttl_ms);
 
 /* Take a registry entry out of the registry (it is freed). */
 extern void rp_lease_forget(RpLease *l);

@@ -36,6 +36,7 @@
 #include "args.h"
 #include "conn.h"
 #include "errcodes.h"
+#include "fence_commit.h"
 #include "lease.h"
 #include "lock.h"
 #include "pool.h"
@@ -257,9 +258,19 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	held = rp_lease_find(name, namelen, RP_LEASE_LOCK);
 	if (held != NULL && held->expires_at > start && rp_lease_this_xact(held))
 	{
-		if (xact && verify)
-			rp_lease_verify_at_commit(held);
-		PG_RETURN_DATUM(rp_lease_datum(fcinfo, held, true));
+		/*
+		 * Hand back only a lease the lock-bound guard would accept: inside
+		 * its last lease_margin it is extended by the ttl asked for (same
+		 * token and fence); if Redis no longer holds it, a new one is taken
+		 * below as for any caller.
+		 */
+		if (TimestampTzPlusMilliseconds(held->expires_at, -(int64) rp_lease_margin_ms) > start ||
+			rp_lease_extend_held(held, ttl_ms))
+		{
+			if (verify)
+				rp_lease_verify_at_commit(held);
+			PG_RETURN_DATUM(rp_lease_datum(fcinfo, held, true));
+		}
 	}
 
 	rp_token_new(token, RP_LEASE_LOCK);
