@@ -892,6 +892,12 @@ rp_lease_pending(const char *name, size_t namelen, RpLeaseKind kind,
 }
 
 void
+rp_lease_pending_deadline(RpLease *pending, TimestampTz expires_at)
+{
+	pending->expires_at = expires_at;
+}
+
+void
 rp_lease_pending_forget(RpLease *pending)
 {
 	rp_unsettled_forget(pending);

@@ -103,13 +103,38 @@ rp_sem_try(const char *name, size_t namelen, const char *token, int32 permits,
 static RpLease *
 rp_sem_try_recorded(const char *name, size_t namelen, const char *token,
 					int32 permits, int64 ttl_ms, bool queue, TimestampTz sent,
-					bool xact)
+					bool xact, RpLease **waiting)
 {
-	RpLease    *pending = rp_lease_pending(name, namelen, RP_LEASE_PERMIT, token,
-										   TimestampTzPlusMilliseconds(sent, ttl_ms));
-	int64		fence = rp_sem_try(name, namelen, token, permits, ttl_ms, queue);
+	RpLease    *pending;
+	int64		fence;
 
-	return rp_lease_settle(pending, fence, xact, false);
+	/* The previous attempt's place in the queue is this attempt's now. */
+	if (*waiting != NULL)
+	{
+		rp_lease_pending_forget(*waiting);
+		*waiting = NULL;
+	}
+	pending = rp_lease_pending(name, namelen, RP_LEASE_PERMIT, token,
+							   TimestampTzPlusMilliseconds(sent, Max(ttl_ms, RP_SEM_HEARTBEAT_MS)));
+	fence = rp_sem_try(name, namelen, token, permits, ttl_ms, queue);
+	if (fence > 0)
+	{
+		rp_lease_pending_deadline(pending, TimestampTzPlusMilliseconds(sent, ttl_ms));
+		return rp_lease_settle(pending, fence, xact, false);
+	}
+	if (queue)
+	{
+		/*
+		 * Refused and queued: the waiter's place stays recorded as unsettled
+		 * while it sleeps, so a cancel, a timeout or an exit releases it
+		 * (semaphore_release.lua leaves the queue) at the abort, not a
+		 * heartbeat later.
+		 */
+		rp_lease_redis_answered(true);
+		*waiting = pending;
+		return NULL;
+	}
+	return rp_lease_settle(pending, 0, xact, false);
 }
 
 /*
@@ -137,6 +162,7 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	TimestampTz start = GetCurrentTimestamp();
 	RpRetry		retry;
 	MemoryContext attempt_cxt;
+	RpLease    *waiting = NULL;
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -165,7 +191,7 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
 
 		l = rp_sem_try_recorded(name, namelen, token, permits, ttl_ms,
-								!last, sent, xact);
+								!last, sent, xact, &waiting);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(attempt_cxt);
 
