@@ -165,12 +165,15 @@ out=$(q "CREATE TEMP TABLE fl AS SELECT * FROM rp_acquire('ext1', 30000)" \
         "SELECT (rp_extend(ROW(name, token, 999999, expires_at)::rp_lease, 30000)).fence = fl.fence FROM fl" "SELECT rp_release('ext1')")
 is "$(echo $out)" "t t" "rp_extend returns the registry's fence, not a forged one"
 session_open s
+# Re-entry is per transaction (1.2): within the one that took it.
+session_q s "BEGIN" >/dev/null
 session_q s "SELECT (rp_acquire('self1', 30000)).fence" >/dev/null
 # 1.0 waited on itself until wait_ms ran out (10 s here); 5 s is a margin
 # for a loaded machine, not the expected time (a few ms).
 # Timed by the server (session_timed): a loaded client adds nothing.
 session_timed s "SELECT a.token = b.token FROM rp_acquire('self1', 30000, 10000) a, rp_leases() b WHERE b.name = 'self1'"
-is "$TIMED_OUT" "t" "rp_acquire of a name the session holds returns that same lease"
+session_q s "COMMIT" >/dev/null
+is "$TIMED_OUT" "t" "rp_acquire of a name the transaction holds returns that same lease"
 cmp_ok "$TIMED_MS" -lt 5000 "without waiting on itself for wait_ms ($TIMED_MS ms)"
 out=$(session_q s "SELECT (rp_acquire('col1', 30000)).*" | cut -d'|' -f2,3)
 is "$out" "$(session_q s "SELECT token || '|' || fence FROM rp_leases() WHERE name = 'col1'")" "SELECT (rp_acquire(...)).* yields one whole lease"
