@@ -34,7 +34,7 @@ NAIVE_TABLES = ("t_naive",)
 INVARIANTS = ("history_complete", "fence_monotonic", "acked_writes_kept", "final_value", "no_lost_update",
               "strict_refuses_missing_token", "fence_unique", "epoch_unique", "epoch_floor", "redis_clock_is_ours",
               "ratelimit_sliding_log", "ratelimit_sliding_window", "ratelimit_gcra", "one_leader",
-              "semaphore_permits", "no_stranded_lease", "memory_flat")
+              "semaphore_permits", "no_stranded_lease", "memory_flat", "no_write_under_released_lease")
 WRITE_KINDS = ("rmw_write", "xact_write", "nocol_write", "fenced_write", "leader_write")
 
 
@@ -644,6 +644,45 @@ def check_end(h, final, rep):
                 "history": [json.dumps(warm[0]), json.dumps(warm[-1])]})
 
 
+def check_released_leases(h, rep):
+    """No lock-bound write accepted under a lease that this server had
+    released (the nemesis' rp_release(name, token) from another connection,
+    answered before the write was sent), or whose name another session had
+    been granted before the write was sent.  The second is excused inside a
+    loss window (Redis forgot the lease early: only a round trip sees that)."""
+    released = {}                               # (srv, token) -> time the release answered
+    for f in h.faults:
+        res = (f["end"] or {}).get("res") or {}
+        if f["inv"]["fault"] == "release_token" and f["end"]["ev"] == "ok" and res.get("released"):
+            released[(res["srv"], res["token"])] = f["end"]["t"]
+    grants = collections.defaultdict(list)      # name -> [(time granted, fence, thread)]
+    for o in h.kind("acquire"):
+        end = o["end"]
+        if end and end["ev"] == "ok" and isinstance(end.get("res"), dict) and end["res"].get("fence"):
+            grants[o["inv"]["name"]].append((end["t"], end["res"]["fence"], o["inv"]["th"]))
+    for o in h.kind("rmw_write"):
+        inv, end = o["inv"], o["end"]
+        if inv["tbl"] in NAIVE_TABLES or end is None or end["ev"] != "ok" or end.get("res") != 1:
+            continue
+        rep.add("no_write_under_released_lease", checked=1)
+        t = released.get((inv["srv"], inv.get("token")))
+        if t is not None and t < inv["t"]:
+            rep.add("no_write_under_released_lease", violation={
+                "what": "%s wrote %s id %s under %s's lease (fence %s) released by token before the write" % (
+                    inv["op"], inv["tbl"], inv["id"], inv["name"], inv["fence"]),
+                "history": excerpt(o)})
+            continue
+        for gt, fence, th in grants.get(inv["name"], []):
+            if th != inv["th"] and fence > inv["fence"] and gt < inv["t"]:
+                what = "%s wrote %s id %s under fence %s after fence %s of %s was granted to %s" % (
+                    inv["op"], inv["tbl"], inv["id"], inv["fence"], fence, inv["name"], th)
+                if h.in_loss(gt - LOSS_SLACK_US, end["t"]):
+                    rep.add("no_write_under_released_lease", excused={"what": what})
+                else:
+                    rep.add("no_write_under_released_lease", violation={"what": what, "history": excerpt(o)})
+                break
+
+
 def check_history(h, rep):
     """The history itself: every operation completed, the driver made no error."""
     for o in h.ops.values():
@@ -702,6 +741,7 @@ def decide(events, final, d="(doctored)", quiet=False):
     check_leaders(h, rep)
     check_semaphores(h, rep)
     check_end(h, final, rep)
+    check_released_leases(h, rep)
     ops, outcomes, faults = counts(h)
     start = (h.other.get("start") or [{}])[0]
     bad = 0

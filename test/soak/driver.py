@@ -56,6 +56,13 @@ def clock():
     return time.monotonic_ns() // 1000, time.time_ns() // 1000
 
 
+# The session leases LockRMW workers hold now: (server, name, token) ->
+# fence.  The nemesis releases one of them by token from a connection of
+# its own (the job-queue pattern), which the holder's backend must see.
+LIVE_LEASES = {}
+LIVE_MU = threading.Lock()
+
+
 class History:
     """One JSON-lines file per thread: no lock, no interleaved lines."""
 
@@ -201,6 +208,10 @@ class LockRMW(Worker):
         if not ok or lease is None:
             self.sleep(0.05)
             return
+        live = (self.server, name, lease["token"])
+        if not self.naive:
+            with LIVE_MU:
+                LIVE_LEASES[live] = lease["fence"]
         ok, v, _ = self.op("read", lambda c, op: c.execute(
             "SELECT value FROM %s WHERE id = %%s" % self.table, (i,)).fetchone()[0],
             tbl=self.table, id=i)
@@ -216,6 +227,8 @@ class LockRMW(Worker):
                     tbl=self.table, id=i, name=name, fence=lease["fence"], token=lease["token"], read=v, delta=d)
         self.op("release", lambda c, op: c.execute("SELECT rp_release(%s)", (name,)).fetchone()[0],
                 name=name, fence=lease["fence"])
+        with LIVE_MU:
+            LIVE_LEASES.pop(live, None)
 
 
 class NaiveRMW(LockRMW):
@@ -539,7 +552,7 @@ class Nemesis(threading.Thread):
     'aof' (appendfsync always) or 'none' at random, and a kill loses the
     data unless both the killed life and the next one are 'aof'."""
     ALL = ["redis_stop", "redis_kill", "client_pause", "script_flush", "debug_sleep",
-           "maxmemory", "pg_terminate", "pg_cancel", "pg_restart", "key_prefix"]
+           "maxmemory", "pg_terminate", "pg_cancel", "pg_restart", "key_prefix", "release_token"]
 
     def __init__(self):
         super().__init__(name="nemesis", daemon=True)
@@ -595,6 +608,19 @@ class Nemesis(threading.Thread):
             except Exception as e:
                 self.h.event("fail", op=op, msg=repr(e)[:300])
         self.h.event("stopped")
+
+    def f_release_token(self):
+        """rp_release(name, token) of a lease a LockRMW worker holds, from
+        the nemesis' own connection to that worker's server: the holder's
+        backend must stop writing under it at once (check.py:
+        no_write_under_released_lease)."""
+        with LIVE_MU:
+            held = sorted(LIVE_LEASES.items())
+        if not held:
+            return {"none": True}
+        (srv, name, token), fence = self.rnd.choice(held)
+        r = self.su(srv, "SELECT rp_release('%s', '%s')" % (name.replace("'", "''"), token.replace("'", "''")))
+        return {"srv": srv, "name": name, "token": token, "fence": fence, "released": bool(r and r[0][0])}
 
     def f_redis_stop(self):
         s = self.rnd.uniform(0.3, 3)

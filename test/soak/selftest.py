@@ -225,6 +225,21 @@ def d_clock(ev, fin, h):
     return None
 
 
+def d_released(ev, fin, h):
+    ops = ops_of(ev)
+    for o in ops.values():
+        i = o["inv"]
+        if i["kind"] == "rmw_write" and i["tbl"] == "t_lock" and o["end"] and o["end"]["ev"] == "ok" and o["end"]["res"] == 1:
+            t, rt = i["t"] - 10, i["rt"] - 10
+            ev.append({"ev": "inv", "op": "doctor:2", "kind": "fault", "fault": "release_token", "th": "doctor",
+                       "t": t - 5, "rt": rt - 5})
+            ev.append({"ev": "ok", "op": "doctor:2", "th": "doctor", "t": t, "rt": rt,
+                       "res": {"srv": i["srv"], "name": i["name"], "token": i["token"], "fence": i["fence"],
+                               "released": True}})
+            return "%s's lease released by token just before write %s, which was accepted" % (i["name"], i["op"])
+    return None
+
+
 DOCTORS = [
     ("fence_monotonic", d_fence), ("acked_writes_kept", d_acked), ("acked_writes_kept", d_refused_committed),
     ("final_value", d_final), ("no_lost_update", d_lost), ("fence_unique", d_unique), ("epoch_unique", d_epoch), ("epoch_floor", d_epoch_floor),
@@ -232,7 +247,7 @@ DOCTORS = [
     ("ratelimit_sliding_window", d_rl("sliding_window")), ("ratelimit_gcra", d_rl("gcra")),
     ("semaphore_permits", d_sem), ("no_stranded_lease", d_stranded), ("memory_flat", d_rss),
     ("history_complete", d_incomplete), ("strict_refuses_missing_token", d_strict),
-    ("redis_clock_is_ours", d_clock),
+    ("redis_clock_is_ours", d_clock), ("no_write_under_released_lease", d_released),
 ]
 
 
