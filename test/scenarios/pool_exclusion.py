@@ -21,7 +21,7 @@
 #             1.1's rp_acquire did), else rp_acquire.
 # Output, one line: "entries E overlaps O same_token S errors X".
 import argparse
-import queue
+import collections
 import sys
 import threading
 import time
@@ -47,10 +47,37 @@ NAIVE = ("SELECT coalesce((SELECT token FROM rp_leases() WHERE name = %(n)s "
          "(SELECT token FROM rp_acquire(%(n)s, 2000, 50)))")
 RELEASE = "SELECT rp_release(%(n)s, %(t)s)"
 
-pool = queue.Queue()
-if not args.per_worker:
-    for _ in range(args.pool):
-        pool.put(psycopg.connect(args.dsn, autocommit=True))
+class FairPool:
+    """Connections handed out first come, first served, as pg.Pool does: a
+    returned connection goes straight to the longest waiter, so a worker
+    that loops on a refused acquire cannot barge ahead of a release."""
+
+    def __init__(self, conns):
+        self.free = list(conns)
+        self.waiters = collections.deque()
+        self.mu = threading.Lock()
+
+    def get(self):
+        with self.mu:
+            if self.free and not self.waiters:
+                return self.free.pop()
+            w = [threading.Event(), None]
+            self.waiters.append(w)
+        w[0].wait()
+        return w[1]
+
+    def put(self, c):
+        with self.mu:
+            if self.waiters:
+                w = self.waiters.popleft()
+                w[1] = c
+                w[0].set()
+            else:
+                self.free.append(c)
+
+
+pool = FairPool([] if args.per_worker else
+                [psycopg.connect(args.dsn, autocommit=True) for _ in range(args.pool)])
 
 mu = threading.Lock()
 inside = []                     # tokens of the workers inside now
