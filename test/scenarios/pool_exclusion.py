@@ -9,9 +9,11 @@
 # was inside, and of those, the ones handed the very token the other worker
 # held.
 #
-# The one thing to know: the pool is N psycopg connections in a queue
-# (--pool N), or, with --per-worker, one client connection per worker (to
-# PgBouncer, which multiplexes them over its own server connections).
+# The one thing to know: the pool is N psycopg connections handed out first
+# come, first served (--pool N), or, with --per-worker, one client
+# connection per worker (to PgBouncer, which multiplexes them over its own
+# server connections).  No server-side prepared statements: PgBouncer's
+# transaction mode would run them on a backend that never prepared them.
 # Debian's python3 with python3-psycopg (psycopg 3).
 #
 # usage: pool_exclusion.py --dsn DSN [--pool N | --per-worker] [-w 16] [-c 15]
@@ -77,7 +79,7 @@ class FairPool:
 
 
 pool = FairPool([] if args.per_worker else
-                [psycopg.connect(args.dsn, autocommit=True) for _ in range(args.pool)])
+                [psycopg.connect(args.dsn, autocommit=True, prepare_threshold=None) for _ in range(args.pool)])
 
 mu = threading.Lock()
 inside = []                     # tokens of the workers inside now
@@ -96,7 +98,7 @@ def call(conn, sql, params):
 
 def worker(i):
     try:
-        conn = psycopg.connect(args.dsn, autocommit=True) if args.per_worker else None
+        conn = psycopg.connect(args.dsn, autocommit=True, prepare_threshold=None) if args.per_worker else None
     except psycopg.Error as e:
         with mu:
             stats["errors"] += 1

@@ -40,7 +40,8 @@ out=$(drive --dsn "$dsn" --pool 8 pe-pool8)
 diag "pool of 8: $out"
 is "$(num "$out" entries)" "240" "pool of 8: 16 workers x 15 critical sections all entered"
 is "$(num "$out" overlaps)" "0" "pool of 8: no entry while another worker was inside"
-is "$(num "$out" errors)" "0" "pool of 8: no call failed" "$(head -5 "$RP_TMP/pool_exclusion.err")"
+is "$(num "$out" errors)" "0" "pool of 8: no call failed"
+[ "$(num "$out" errors)" = 0 ] || diag "$(head -3 "$RP_TMP/pool_exclusion.err")"
 
 out=$(drive --dsn "$dsn" --pool 8 --naive pe-naive)
 diag "pool of 8, naive: $out"
@@ -69,7 +70,8 @@ trap '[ -f "$RP_TMP/pe-bouncer.pid" ] && kill "$(cat "$RP_TMP/pe-bouncer.pid")" 
 wait_for 30 "rp_port_taken $bport"
 out=$(drive --dsn "host=127.0.0.1 port=$bport dbname=txn user=$PGUSER" --per-worker pe-bouncer)
 diag "PgBouncer (transaction mode, 8 server connections): $out"
-is "$(num "$out" entries)" "240" "PgBouncer: 16 workers x 15 critical sections all entered" "$(head -5 "$RP_TMP/pool_exclusion.err")"
+is "$(num "$out" entries)" "240" "PgBouncer: 16 workers x 15 critical sections all entered"
+[ "$(num "$out" errors)" = 0 ] || diag "$(head -3 "$RP_TMP/pool_exclusion.err")"
 is "$(num "$out" overlaps)" "0" "PgBouncer: no entry while another worker was inside"
 
 # ---- the lock-bound guard: only a lease the writing transaction took --------
