@@ -29,11 +29,7 @@
 -- allow-oom: a renewal must keep working when Redis is full (maxmemory with
 -- noeviction), or every leader would step down at once; a takeover under
 -- memory pressure writes one small hash and one counter increment.
-local function less(a, b)
-  if #a ~= #b then return #a < #b end
-  return a < b
-end
-
+-- #include fence_common.lua
 local owner = ARGV[3]
 if not owner or owner == '' then owner = ARGV[1] end
 local mark = 'election:' .. owner
@@ -56,13 +52,9 @@ end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return {'lock', redis.call('GET', KEYS[2]) or '0'}
 end
-local cur = redis.call('GET', KEYS[2]) or '0'
-local start = cur
-local floor = ARGV[4] or '0'
-if floor == '' then floor = '0' end
-if less(cur, floor) then start = floor end
-if start == '9223372036854775807' then
-  return redis.error_reply('ERR fence counter exhausted for ' .. KEYS[2])
+local cur, start = fence_start(KEYS[2], ARGV[4])
+if not cur then
+  return redis.error_reply(start)
 end
 if start ~= cur then
   redis.call('SET', KEYS[2], start)

@@ -10,20 +10,14 @@
 --          counter lost in Redis never re-issues a token already seen
 --
 -- Returns the new fence token as a decimal string (a Lua number would round
--- it above 2^53), or false when the lock is held.  Nothing is
--- written unless the lease is taken, and the counter is checked for overflow
--- before anything is written.  Integers are compared as decimal strings:
--- Lua numbers are doubles and cannot hold every int64.
-local function less(a, b)
-  if #a ~= #b then return #a < #b end
-  return a < b
-end
-
-local cur = redis.call('GET', KEYS[2]) or '0'
-local start = cur
-if less(cur, ARGV[3]) then start = ARGV[3] end
-if start == '9223372036854775807' then
-  return redis.error_reply('ERR fence counter exhausted for ' .. KEYS[2])
+-- it above 2^53), or false when the lock is held.  Nothing is written unless
+-- the lease is taken, and every check that can fail (a counter INCR would
+-- refuse, an exhausted one) runs before the first write: a failed call
+-- leaves no lease behind (fence_common.lua).
+-- #include fence_common.lua
+local cur, start = fence_start(KEYS[2], ARGV[3])
+if not cur then
+  return redis.error_reply(start)
 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return false

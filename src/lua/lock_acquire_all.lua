@@ -11,25 +11,19 @@
 -- Returns an array of the n new fence tokens as decimal strings (in KEYS
 -- order), or false when any of the locks is held: then nothing at all was
 -- written, so a caller that waits never holds a subset while it waits.  Every
--- check (held, counter exhausted) runs before the first write.  Integers are
--- compared as decimal strings, as in lock_acquire.lua.  The names must be
--- distinct (the C caller checks).
-local function less(a, b)
-  if #a ~= #b then return #a < #b end
-  return a < b
-end
-
+-- check (held, a counter INCR would refuse, an exhausted one) runs before
+-- the first write (fence_common.lua).  The names must be distinct (the C
+-- caller checks).
+-- #include fence_common.lua
 local n = #KEYS / 2
 local starts = {}
 for i = 1, n do
   if redis.call('EXISTS', KEYS[2 * i - 1]) == 1 then
     return false
   end
-  local cur = redis.call('GET', KEYS[2 * i]) or '0'
-  local start = cur
-  if less(cur, ARGV[2]) then start = ARGV[2] end
-  if start == '9223372036854775807' then
-    return redis.error_reply('ERR fence counter exhausted for ' .. KEYS[2 * i])
+  local cur, start = fence_start(KEYS[2 * i], ARGV[2])
+  if not cur then
+    return redis.error_reply(start)
   end
   starts[i] = {cur, start}
 end

@@ -22,6 +22,13 @@
 -- queue counts every waiter as ahead of it) is granted only when
 -- in_use + r < permits, so a permit that frees up is kept for the waiters
 -- ahead: no later arrival can take the permit an earlier live waiter needs.
+-- A counter INCR would refuse is an error before anything at all is written
+-- (fence_common.lua), so a failed call leaves no permit behind.
+-- #include fence_common.lua
+local counter, why = fence_start(KEYS[2], '0')
+if not counter then
+  return redis.error_reply(why)
+end
 local function str(n) return string.format('%.0f', n) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -42,9 +49,6 @@ local rank = redis.call('ZRANK', KEYS[3], token)
 local ahead = rank or redis.call('ZCARD', KEYS[3])
 
 if in_use + ahead < permits then
-  if redis.call('GET', KEYS[2]) == '9223372036854775807' then
-    return redis.error_reply('ERR fence counter exhausted for ' .. KEYS[2])
-  end
   local expiry = now + tonumber(ARGV[3])
   redis.call('ZADD', KEYS[1], str(expiry), token)
   -- The set lives as long as its longest permit.
