@@ -85,7 +85,8 @@ rp_lease_arg(FunctionCallInfo fcinfo, int argno, text **name, text **token,
  * The lease an rp_lease argument names: this session's registry entry when
  * it holds that name with that token (its own key, its own fence), else a
  * transient one under the current key_prefix (*mine = false).  A token that
- * is not one we could have issued cannot match: token[0] is then '\0'.
+ * is not one we could have issued (not a token's shape: an election's mark,
+ * say) cannot match: token[0] is then '\0'.
  */
 static RpLease *
 rp_lease_of(text *name, text *token, bool *mine)
@@ -107,7 +108,7 @@ rp_lease_of(text *name, text *token, bool *mine)
 	key = rp_key(n, nlen, RP_KIND_SUFFIX(kind));
 	l->key = (char *) key.data;
 	l->keylen = key.len;
-	if (strlen(tok) == RP_TOKEN_LEN)
+	if (rp_token_well_formed(tok))
 		memcpy(l->token, tok, RP_TOKEN_LEN + 1);
 	return l;
 }

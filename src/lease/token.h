@@ -35,6 +35,28 @@ rp_token_kind(const char *token)
 	return token[0] == 's' ? RP_LEASE_PERMIT : RP_LEASE_LOCK;
 }
 
+/*
+ * Whether s has a token's shape: RP_TOKEN_LEN lowercase hex digits, a
+ * permit's first one replaced by 's'.  Nothing else can be a lease's
+ * token, and a by-token call (rp_release, rp_extend) must refuse anything
+ * else: in particular an election's mark, "election:<owner>" in the name's
+ * lock key, which a length check alone takes for a token when the owner is
+ * 23 bytes (docs/election.md).
+ */
+static inline bool
+rp_token_well_formed(const char *s)
+{
+	for (int i = 0; i < RP_TOKEN_LEN; i++)
+	{
+		char		c = s[i];
+
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+			  (i == 0 && c == 's')))
+			return false;
+	}
+	return s[RP_TOKEN_LEN] == '\0';
+}
+
 /* n strong random bytes into out; false when the strong source failed. */
 extern bool rp_token_random(uint8 *out, size_t n);
 

@@ -93,15 +93,16 @@ SELECT ok((SELECT oldest_ttl_ms > 50000 FROM rp_semaphore_info('sem-f')), 'the p
 SELECT ok((SELECT expires_at > now() + interval '50 seconds' FROM rp_leases() WHERE name = 'sem-f'),
           'and the session''s registry moved its deadline too');
 -- Another session (a pool) knows only the token: simulated by a token the
--- registry does not hold, written into Redis directly.
-SELECT pg_temp.zadd('sem-f', 'sem', '99999999999999', 'sotherpool000000000000000000000a');
-SELECT is(rp_extend('sem-f', 'sotherpool000000000000000000000a', 30000) IS NULL, false,
+-- registry does not hold (a permit's shape: 's' and 31 hex digits), written
+-- into Redis directly.
+SELECT pg_temp.zadd('sem-f', 'sem', '99999999999999', 's0123456789abcdef0123456789abcde');
+SELECT is(rp_extend('sem-f', 's0123456789abcdef0123456789abcde', 30000) IS NULL, false,
           'rp_extend by token extends a permit this session does not hold');
-SELECT is((rp_extend('sem-f', 'sotherpool000000000000000000000a', 30000)).fence, NULL,
+SELECT is((rp_extend('sem-f', 's0123456789abcdef0123456789abcde', 30000)).fence, NULL,
           'its fence is NULL: Redis keeps no fence per permit');
-SELECT is(rp_release('sem-f', 'sotherpool000000000000000000000a'), true, 'rp_release(name, token) releases a permit');
-SELECT is(rp_release('sem-f', 'sotherpool000000000000000000000a'), false, 'a second release finds nothing');
-SELECT is(rp_extend('sem-f', 'sotherpool000000000000000000000a', 1000), NULL, 'a released permit cannot be extended by token');
+SELECT is(rp_release('sem-f', 's0123456789abcdef0123456789abcde'), true, 'rp_release(name, token) releases a permit');
+SELECT is(rp_release('sem-f', 's0123456789abcdef0123456789abcde'), false, 'a second release finds nothing');
+SELECT is(rp_extend('sem-f', 's0123456789abcdef0123456789abcde', 1000), NULL, 'a released permit cannot be extended by token');
 SELECT is(rp_release('sem-f', (SELECT (l).token FROM p WHERE who = 'pool')), true, 'the session''s own permit, released by token');
 SELECT is((SELECT count(*) FROM rp_leases() WHERE name = 'sem-f'), 0::bigint, 'is forgotten by the registry');
 SELECT is((SELECT in_use FROM rp_semaphore_info('sem-f')), 0, 'nothing in use');
