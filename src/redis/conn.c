@@ -85,6 +85,14 @@ rp_connect_budget_ms(void)
 static bool rp_in_exchange = false;
 
 /*
+ * When the connection was last used: connected, or an exchange on it ended
+ * (Sentinel mode's idle check, rp_ensure_connected).  Counted from the end
+ * of an exchange, so a long one (a WAIT) is never followed by a reconnect
+ * before the next command: that command may be the WAIT for its writes.
+ */
+static TimestampTz rp_last_used = 0;
+
+/*
  * The connection opened last, until a reply is read on it (a pointer, not a
  * flag: Cluster mode swaps parked connections in and out of rp_ctx).  A
  * plain connection that the server closes at its first command is how a
@@ -137,6 +145,7 @@ int			rp_command_timeout_ms = 2000;
 char	   *rp_key_prefix = NULL;
 static char *rp_sentinels = NULL;
 static char *rp_sentinel_master = NULL;
+static int	rp_sentinel_idle_recheck_ms = 1000;
 static bool rp_cluster = false;
 
 /* The connection, and whether the settings changed since it was opened. */
@@ -329,6 +338,11 @@ rp_conn_init(void)
 							   "Name of the master the sentinels monitor (their \"sentinel monitor\" name).",
 							   NULL, &rp_sentinel_master, "mymaster", PGC_SUSET, 0,
 							   NULL, rp_mark_changed, NULL);
+	DefineCustomIntVariable("redis_primitives.sentinel_idle_recheck",
+							"In Sentinel mode, a connection idle longer than this asks the sentinels for the master again before it is used.",
+							"A failover cannot complete within the sentinels' down-after-milliseconds of the master's last answer, so a value at or below it catches every failover an idle connection slept through; 0 never asks again while the connection lives.",
+							&rp_sentinel_idle_recheck_ms, 1000, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomBoolVariable("redis_primitives.cluster",
 							 "Talk to a Redis Cluster: host and port name any node of it; each call goes to the node serving its keys' hash slot.",
 							 "The slot map is read with CLUSTER SLOTS and kept per process; MOVED and ASK redirections are followed, at most two per call.",
@@ -1188,6 +1202,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 			rp_fresh_ctx = NULL;
 	}
 	rp_in_exchange = false;
+	rp_last_used = GetCurrentTimestamp();
 	return true;
 }
 
@@ -1222,10 +1237,22 @@ rp_check_config(void)
 	return true;
 }
 
-/* Open the connection if needed; drop one the server closed while idle. */
+/*
+ * Open the connection if needed; drop one the server closed while idle.
+ *
+ * In Sentinel mode, also drop one idle for longer than
+ * sentinel_idle_recheck, so that rp_connect asks the sentinels again: the
+ * master it is connected to may have been replaced while it slept (frozen,
+ * partitioned) and, until the sentinels reach it to demote it, it still
+ * answers ROLE with "master" and takes writes that the new master never
+ * sees.  A failover needs the master silent for down-after-milliseconds, so
+ * a connection used within that of its last use has slept through none.
+ */
 static bool
 rp_ensure_connected(void)
 {
+	TimestampTz now;
+
 	if (!rp_check_config())
 		return false;
 	if (rp_cluster)
@@ -1239,8 +1266,13 @@ rp_ensure_connected(void)
 	}
 	if (rp_ctx != NULL && rp_conn_is_stale())
 		rp_conn_drop();
-	if (rp_ctx == NULL)
-		return rp_connect();
+	now = GetCurrentTimestamp();
+	if (rp_ctx != NULL && rp_sentinel_mode() && rp_sentinel_idle_recheck_ms > 0 &&
+		TimestampDifferenceExceeds(rp_last_used, now, rp_sentinel_idle_recheck_ms))
+		rp_conn_drop();
+	if (rp_ctx == NULL && !rp_connect())
+		return false;
+	rp_last_used = now;
 	return true;
 }
 
@@ -1675,6 +1707,65 @@ rp_command(int argc, const RpArg *argv)
 		(reply->type == RP_REPLY_ERROR && !rp_fail_reply(reply->str)))
 		rp_status_raise(&rp_failure);
 	return reply;
+}
+
+/*
+ * rp_command's cleanup face, for the background worker: interrupts held,
+ * connect capped at timeout_ms, a deadline of timeout_ms for the reply,
+ * never ereports.  NULL with *errmsg_out (palloc'd) when the call failed;
+ * a Redis error reply is a failure.
+ */
+RpReply *
+rp_command_quiet(int argc, const RpArg *argv, int timeout_ms, char **errmsg_out)
+{
+	RpReply    *volatile reply = NULL;
+	int			saved_cap = rp_connect_cap_ms;
+	MemoryContext cxt = CurrentMemoryContext;
+	uint32		holdoff;
+	uint32		cancel_holdoff;
+	volatile bool ok;
+
+	*errmsg_out = NULL;
+	HOLD_INTERRUPTS();
+	holdoff = InterruptHoldoffCount;
+	cancel_holdoff = QueryCancelHoldoffCount;
+	rp_connect_cap_ms = timeout_ms;
+	memset(&rp_failure, 0, sizeof(rp_failure));
+	/* As in rp_eval_quiet: what PostgreSQL itself raises becomes a status. */
+	PG_TRY();
+	{
+		const char **av = palloc(sizeof(char *) * argc);
+		size_t	   *al = palloc(sizeof(size_t) * argc);
+		RpReply    *r = NULL;
+
+		for (int i = 0; i < argc; i++)
+		{
+			av[i] = argv[i].data;
+			al[i] = argv[i].len;
+		}
+		/* In Cluster mode it goes to the node used last, as rp_command. */
+		ok = rp_ensure_connected() &&
+			rp_append(argc, av, al) &&
+			rp_exchange(1, TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms), &r) &&
+			(r->type != RP_REPLY_ERROR || rp_fail_reply(r->str));
+		if (ok)
+			reply = r;
+	}
+	PG_CATCH();
+	{
+		ok = rp_set_failure_caught(cxt, holdoff, cancel_holdoff);
+		rp_conn_reset();
+		rp_in_exchange = false;
+	}
+	PG_END_TRY();
+	rp_connect_cap_ms = saved_cap;
+	RESUME_INTERRUPTS();
+	if (ok)
+		return reply;
+	rp_stats_quiet_error(rp_failure.sqlstate);
+	*errmsg_out = rp_failure.detail ? psprintf("%s: %s", rp_failure.message, rp_failure.detail)
+		: pstrdup(rp_failure.message ? rp_failure.message : "Redis call failed");
+	return NULL;
 }
 
 void

@@ -111,6 +111,10 @@ extern RpReply *rp_eval_quiet(const RpScript *script,
 							  int nargs, const RpArg *argv,
 							  int timeout_ms, char **errmsg_out);
 
+/* rp_command's cleanup face, as rp_eval_quiet is rp_eval's. */
+extern RpReply *rp_command_quiet(int argc, const RpArg *argv, int timeout_ms,
+								 char **errmsg_out);
+
 /* Drop every connection (if any) now; the next call reconnects. */
 extern void rp_conn_reset(void);
 

@@ -189,6 +189,11 @@ is(sql($node, "WITH u AS (UPDATE sent_floor SET fence = $fl, writes = writes + 1
 
 # ---- C. demoted under a connected session --------------------------------------
 my $s = session($node);
+# READONLY is what this part shows: the session's connection must be the
+# one it made before the demotion, however long a loaded machine takes
+# between two statements (a connection idle past sentinel_idle_recheck
+# asks the sentinels again: 009_sentinel_idle.pl).
+sq($s, 'SET redis_primitives.sentinel_idle_recheck = 0');
 is(sq($s, "SELECT held FROM rp_lock_info('sent-ro')"), 'f', 'a session connected to the master');
 $pm->cli('REPLICAOF', '127.0.0.1', '1');    # a replica of nothing
 is(sq($s, "SELECT rp_acquire('sent-ro', 10000)"), 'ERROR:  25006',
