@@ -43,6 +43,7 @@
 #include "pool.h"
 #include "ratecache.h"
 #include "ratelimit.h"
+#include "replicas.h"
 #include "semaphore.h"
 #include "stats.h"
 #include "sentinel_auth.h"
@@ -175,6 +176,7 @@ void
 _PG_init(void)
 {
 	rp_conn_init();
+	rp_replicas_init();
 	rp_tls_init();
 	rp_sentinel_auth_init();
 	rp_lock_init();

@@ -37,6 +37,8 @@
 #include "conn.h"
 #include "election.h"
 #include "elector.h"
+#include "errcodes.h"
+#include "replicas.h"
 #include "rp_scripts.h"
 #include "stats.h"
 
@@ -44,6 +46,42 @@
  * SQL functions that ask Redis.
  * ------------------------------------------------------------------------
  */
+
+/*
+ * With fence_replicas > 0: WAIT until that many replicas hold what the
+ * campaign wrote (a new term's epoch, a renewal's lease), as rp_acquire
+ * does for a fence token.  Too few in time: the term is resigned (that
+ * epoch only, so a term someone else won meanwhile is untouched) and RP003
+ * raised, rather than return an epoch a failover could issue again.
+ * keys are the campaign's: leader, fence, lock.
+ */
+static void
+rp_campaign_wait_replicas(const char *name, const RpArg *keys, text *node, int64 epoch)
+{
+	int64		acked;
+	int			timeout;
+	RpArg		rkeys[2];
+	RpArg		argv[2];
+
+	if (rp_fence_replicas <= 0)
+		return;
+	acked = rp_replicas_wait(0, &timeout);
+	if (acked >= rp_fence_replicas)
+		return;
+	rkeys[0] = keys[0];
+	rkeys[1] = keys[2];
+	argv[0].data = VARDATA_ANY(node);
+	argv[0].len = VARSIZE_ANY_EXHDR(node);
+	argv[1] = rp_arg_int(epoch);
+	(void) rp_eval(&rp_script_election_resign, 2, rkeys, 2, argv);
+	ereport(ERROR,
+			(errcode(ERRCODE_RP_NOT_REPLICATED),
+			 errmsg("epoch of election \"%s\" was not replicated", name),
+			 errdetail(INT64_FORMAT " of %d replica(s) acknowledged epoch " INT64_FORMAT
+					   " within %d ms; the term was resigned.",
+					   acked, rp_fence_replicas, epoch, timeout),
+			 errhint("A failover now could issue this epoch again.  Check the replicas, or lower redis_primitives.fence_replicas.")));
+}
 
 /*
  * rp_campaign(name, node_id, lease_ms [, floor]) -> epoch, or NULL when
@@ -82,6 +120,7 @@ RP_TRACKED_FUNCTION(rp_campaign, RP_PRIM_CAMPAIGN, RP_OUT_NULL_REFUSED)
 	}
 	epoch = pg_strtoint64(r->str);
 	rp_elector_note_epoch(n, nlen, epoch);
+	rp_campaign_wait_replicas(text_to_cstring(name), keys, node, epoch);
 	PG_RETURN_INT64(epoch);
 }
 

@@ -2,8 +2,8 @@
  *
  * lock.c
  *		The lease lock's SQL functions: rp_acquire[_xact],
- *		rp_acquire_all[_xact] and rp_lock_info, and the settings
- *		redis_primitives.fence_replicas[_timeout].
+ *		rp_acquire_all[_xact] and rp_lock_info (the fence_replicas WAIT
+ *		after an acquire; its settings are src/redis/replicas.c's).
  *
  * Before editing, know this: a lock is a lease of the session's registry
  * (src/lease/lease.h, kind RP_LEASE_LOCK); releasing, extending, listing,
@@ -40,14 +40,11 @@
 #include "lease.h"
 #include "lock.h"
 #include "pool.h"
+#include "replicas.h"			/* fence_replicas, its settings */
 #include "retry.h"
 #include "rp_scripts.h"
 #include "stats.h"
 #include "token.h"
-
-/* Settings: how many replicas must have a new fence token before it is used. */
-static int	rp_fence_replicas = 0;
-static int	rp_fence_replicas_timeout_ms = 500;
 
 /* What a lock is in Redis, for the lease layer (lease.h). */
 static const RpLeaseKindDef rp_lock_kind = {
@@ -62,16 +59,6 @@ void
 rp_lock_init(void)
 {
 	rp_lease_define_kind(RP_LEASE_LOCK, &rp_lock_kind);
-	DefineCustomIntVariable("redis_primitives.fence_replicas",
-							"Number of Redis replicas that must acknowledge a new fence token before rp_acquire returns it.",
-							"0 (the default) does not wait.  Otherwise WAIT follows the acquire script, one more round trip; if fewer replicas acknowledge in time, the lease is released and the acquire fails with RP003.",
-							&rp_fence_replicas, 0, 0, 64, PGC_SUSET, 0,
-							NULL, NULL, NULL);
-	DefineCustomIntVariable("redis_primitives.fence_replicas_timeout",
-							"Time Redis' WAIT may take for redis_primitives.fence_replicas acknowledgements.",
-							"Capped at half of redis_primitives.command_timeout, so the reply comes back before the command times out.",
-							&rp_fence_replicas_timeout_ms, 500, 1, INT_MAX,
-							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
 }
 
 /* ------------------------------------------------------------------------

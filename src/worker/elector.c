@@ -55,6 +55,7 @@
 #include "conn.h"
 #include "elector.h"
 #include "orphans.h"
+#include "replicas.h"
 #include "rp_scripts.h"
 #include "stats.h"
 
@@ -678,6 +679,46 @@ rp_load_list(void)
 				 errhint("Renew at most every third of the lease, with a margin of about a tenth of it.")));
 }
 
+/*
+ * With fence_replicas > 0, after a campaign that returned epoch: WAIT until
+ * that many replicas hold what it wrote (the epoch a new term drew, the
+ * lease a renewal extended), within what is left of the belief it would
+ * give.  true when they do (or fence_replicas is 0).  Otherwise the term is
+ * not believed this round: a new one is not announced (it stays in Redis,
+ * unbelieved, and the next round asks again), a renewal leaves the deadline
+ * an earlier acknowledged renewal gave, so the belief never outlives what a
+ * failover to one of those replicas keeps.  Two servers then cannot both
+ * believe one epoch because the master that issued it to the first was
+ * replaced by a replica that never saw it (docs/election.md).
+ */
+static bool
+rp_campaign_replicated(RpElectionState *s, int64 epoch, int64 sent_us, int64 believe)
+{
+	int64		left_ms;
+	int64		acked;
+	int			timeout = 0;
+	char	   *err = NULL;
+
+	if (rp_fence_replicas <= 0)
+		return true;
+	left_ms = believe - (rp_elector_clock_us() - sent_us) / 1000;
+	if (left_ms <= 0)
+		acked = -1;
+	else
+		acked = rp_replicas_wait_quiet((int) Min(left_ms, (int64) INT_MAX), &timeout, &err);
+	if (acked >= rp_fence_replicas)
+		return true;
+	rp_set_error(s, err != NULL ?
+				 psprintf("epoch " INT64_FORMAT " is not believed: WAIT for redis_primitives.fence_replicas failed: %s",
+						  epoch, err) :
+				 acked < 0 ?
+				 psprintf("epoch " INT64_FORMAT " is not believed: no time was left to WAIT for redis_primitives.fence_replicas",
+						  epoch) :
+				 psprintf("epoch " INT64_FORMAT " is not believed: " INT64_FORMAT " of %d replica(s) acknowledged it within %d ms (redis_primitives.fence_replicas)",
+						  epoch, acked, rp_fence_replicas, timeout));
+	return false;
+}
+
 /* One campaign (or renewal) for one election: one script, one round trip. */
 static void
 rp_campaign_once(RpElectionState *s)
@@ -746,6 +787,8 @@ rp_campaign_once(RpElectionState *s)
 	rp_set_error(s, NULL);
 	if (s->leading && s->epoch != epoch)
 		rp_step_down(s, "the leadership lapsed and was won again under a new epoch");
+	if (!rp_campaign_replicated(s, epoch, sent_us, believe))
+		return;
 	if (believe > 0)
 	{
 		s->valid_until_us = sent_us + believe * 1000;

@@ -69,9 +69,16 @@ CONF
 		redis-cli -p "$replica" info replication | grep -q master_link_status:up && break
 		sleep 0.1
 	done
+	# fence_replicas = 1: a failover to a replica that missed a term or a
+	# token would otherwise let a second holder take the same epoch or
+	# fence (docs/topology.md); the soak checks the deployment the docs
+	# recommend.  The WAIT gets the command's time: a replica descheduled
+	# for a moment on a loaded machine is still in sync.
 	common_conf="$common_conf
 redis_primitives.sentinels = '$SOAK_SENTINELS'
-redis_primitives.sentinel_master = 'soakm'"
+redis_primitives.sentinel_master = 'soakm'
+redis_primitives.fence_replicas = 1
+redis_primitives.fence_replicas_timeout = 700"
 	export SOAK_REDIS_NODES="$REDIS_PORT $replica"
 fi
 rp_start_pg pg "$PGPORT" "$common_conf

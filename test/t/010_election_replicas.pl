@@ -51,7 +51,8 @@ sub elect
 {
 	my ($node, $list) = @_;
 	sql($node, "ALTER SYSTEM SET redis_primitives.elections = '$list'; SELECT pg_reload_conf()");
-	my $n = () = split /,/, $list;
+	my @names = split /,/, $list;
+	my $n = @names;
 	$node->poll_query_until('postgres', "SELECT count(*) = $n FROM rp_elections()");
 }
 sub row { my ($node, $name, $expr) = @_; return sql($node, "SELECT $expr FROM rp_elections() WHERE name = '$name'"); }
