@@ -74,6 +74,8 @@ $(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(foreach d,$(SRC_DIRS),$(wildcard $(d)
 
 # Project targets.  All of them start throwaway servers and clean up.
 .PHONY: test demo bench deb bench-quick bench-track soak soak-memory bench-fence bench-tls bench-apps bench-semaphore bench-profile test-semaphore-long
+# Every suite, against the PostgreSQL PG_CONFIG names (PG_CONFIG=... picks
+# another major, docs/testing.md) and the redis-server on PATH.
 test:
 	bash scripts/test.sh
 soak-memory:

@@ -31,20 +31,38 @@ rp_install_packages() {
 }
 
 # PG_CONFIG (default: pg_config on PATH) chooses the PostgreSQL installation
-# the extension is built for, installed into and tested against; a private
-# copy of the server (scripts/private-pg.sh) lets several work trees test at
-# once without installing over each other's library.
+# the extension is built for, installed into and tested against: Debian's
+# (/usr/lib/postgresql/N/bin/pg_config), one built from source
+# (/usr/local/pgsql-N/bin/pg_config: configured with --enable-tap-tests,
+# contrib, src/test/isolation and src/test/perl installed too), any major
+# from 15 on.  A private copy of an installation (scripts/private-pg.sh) lets
+# several work trees test at once without installing over each other's
+# library.
 rp_setup() {
 	rp_install_packages "$@"
 	export PG_CONFIG=${PG_CONFIG:-pg_config}
 	PGBIN=$("$PG_CONFIG" --bindir)
 	export PATH="$PGBIN:$PATH"
+	rp_log "PostgreSQL: $("$PG_CONFIG" --version) ($PGBIN)"
 	# A failed build must stop here, not test the library installed before.
 	make -C "$RP_ROOT" -s RP_WERROR=-Werror >/dev/null || { rp_log "Build failed."; exit 1; }
 	[ -w "$("$PG_CONFIG" --pkglibdir)" ] || {
 		rp_log "Cannot write to $("$PG_CONFIG" --pkglibdir): run as root or 'sudo make install' first."
 		exit 1; }
 	make -C "$RP_ROOT" -s install >/dev/null || { rp_log "make install failed."; exit 1; }
+	rp_install_pgtap
+}
+
+# pgTAP is SQL only: an installation that lacks it (any but Debian's 15)
+# gets the extension files of Debian's postgresql-15-pgtap, as they are.
+rp_install_pgtap() {
+	local ext f
+	ext=$("$PG_CONFIG" --sharedir)/extension
+	[ -f "$ext/pgtap.control" ] && return 0
+	for f in $(dpkg-query -L postgresql-15-pgtap | grep '/extension/pgtap.*\.\(sql\|control\)$'); do
+		cp "$f" "$ext/" || { rp_log "Could not install pgTAP into $ext."; exit 1; }
+	done
+	[ -f "$ext/pgtap.control" ] || { rp_log "No pgTAP files found for $ext."; exit 1; }
 }
 
 # Run a command as the owner of the PostgreSQL processes.

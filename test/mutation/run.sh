@@ -130,15 +130,18 @@ if [ $check_only -eq 1 ]; then
 	[ $bad -eq 0 ]; exit
 fi
 
-# The private PostgreSQL for the scratch copy.
+# The private PostgreSQL for the scratch copy: a copy of PG_CONFIG's
+# installation (default: pg_config on PATH, Debian's 15).
+src_pg_config=${PG_CONFIG:-pg_config}
 if [ -z "${RP_MUTATION_PG_CONFIG:-}" ]; then
-	# One per work tree: engineers share a uid, and two runs installing
-	# into one copy would test each other's mutants.
-	pgdir=/tmp/rp-mutation-pg-$(id -u)-$(printf '%s' "$root" | md5sum | cut -c1-8)
-	if [ ! -x "$pgdir/usr/lib/postgresql/15/bin/pg_config" ]; then
-		bash "$root/scripts/private-pg.sh" "$pgdir" >/dev/null || exit 1
+	# One per work tree and installation: engineers share a uid, and two
+	# runs installing into one copy would test each other's mutants.
+	pgbin=$("$src_pg_config" --bindir)
+	pgdir=/tmp/rp-mutation-pg-$(id -u)-$(printf '%s' "$root$pgbin" | md5sum | cut -c1-8)
+	if [ ! -x "$pgdir$pgbin/pg_config" ]; then
+		PG_CONFIG=$src_pg_config bash "$root/scripts/private-pg.sh" "$pgdir" >/dev/null || exit 1
 	fi
-	RP_MUTATION_PG_CONFIG=$pgdir/usr/lib/postgresql/15/bin/pg_config
+	RP_MUTATION_PG_CONFIG=$pgdir$pgbin/pg_config
 fi
 # A relocated copy finds its server headers relative to itself.
 inc=$("$RP_MUTATION_PG_CONFIG" --includedir-server)
@@ -146,7 +149,7 @@ if [ ! -d "$inc" ]; then
 	link=$(dirname "$(dirname "$inc")")          # .../usr/include/postgresql
 	mkdir -p "$(dirname "$link")"
 	rmdir "$link" 2>/dev/null
-	ln -sfn "$(dirname "$(dirname "$(pg_config --includedir-server)")")" "$link"
+	ln -sfn "$(dirname "$(dirname "$("$src_pg_config" --includedir-server)")")" "$link"
 fi
 export PG_CONFIG=$RP_MUTATION_PG_CONFIG
 # No LLVM bitcode: it doubles the build time of every mutant and tests nothing.
