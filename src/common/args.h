@@ -16,6 +16,8 @@
 
 #include "fmgr.h"
 
+#include "compat.h"				/* VARDATA_ANY for the text handed out */
+
 /* Longest lease or wait we accept, in ms (Redis rejects PX past int64 time). */
 #define RP_MAX_TTL_MS	INT64CONST(1000000000000)
 

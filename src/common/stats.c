@@ -6,9 +6,10 @@
  *		(requested and set up from module.c's shmem hooks).
  *
  * Before editing, know this: writers never wait for each other.  Counters
- * live in one slot per backend (indexed by MyBackendId, one writer each,
- * summed by the view); processes without a backend id (the elector when it
- * has no database) share one extra slot under a spinlock.  rp_stats_reset
+ * live in one slot per backend (indexed by MyProcNumber, one writer each,
+ * summed by the view); a process with no number below MaxBackends (none
+ * of ours: background workers have one too) would share one extra slot
+ * under a spinlock.  rp_stats_reset
  * only bumps a generation number: a slot from an older generation reads as
  * zero and its owner zeroes it before its next write, so a reset never races
  * a writer.  Lease rows are claimed by compare-and-swap on their owner pid
@@ -30,7 +31,6 @@
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "portability/instr_time.h"
-#include "storage/backendid.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -41,6 +41,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "stats.h"
 
 /* Bytes of a lease name kept in rp_locks (longer names are truncated). */
@@ -80,7 +81,7 @@ typedef struct RpLockEntry
 {
 	pg_atomic_uint32 owner;		/* pid of the backend holding it; 0 = free */
 	volatile uint32 changecount;	/* odd while the owner writes */
-	int			backend_id;
+	ProcNumber	procno;		/* its MyProcNumber, INVALID_PROC_NUMBER when free */
 	int			pid;
 	Oid			dbid;
 	Oid			roleid;
@@ -188,6 +189,7 @@ rp_stats_shmem_startup(void)
 		{
 			pg_atomic_init_u32(&rp_lock_entries[i].owner, 0);
 			SpinLockInit(&rp_lock_entries[i].mutex);
+			rp_lock_entries[i].procno = INVALID_PROC_NUMBER;
 		}
 		if (!pg_strong_random(&rp_stats_shared->tokhash_key, sizeof(uint64)))
 			rp_stats_shared->tokhash_key = (uint64) GetCurrentTimestamp() ^ (uint64) MyProcPid;
@@ -236,10 +238,10 @@ rp_stats_require(void)
 static RpStatSlot *
 rp_stats_my_slot(bool *shared)
 {
-	*shared = !(MyBackendId != InvalidBackendId && MyBackendId >= 1 &&
-				MyBackendId <= MaxBackends);
+	*shared = !(MyProcNumber != INVALID_PROC_NUMBER && MyProcNumber >= 0 &&
+				MyProcNumber < MaxBackends);
 	return *shared ? &rp_stats_slots[rp_stats_shared->nslots - 1]
-		: &rp_stats_slots[MyBackendId - 1];
+		: &rp_stats_slots[MyProcNumber];
 }
 
 /* Zero a slot left from an older generation (its writer holds it). */
@@ -530,7 +532,7 @@ rp_locks_free_entry(int idx)
 
 	rp_entry_begin_write(e);
 	e->pid = 0;
-	e->backend_id = InvalidBackendId;	/* see rp_locks_first_use */
+	e->procno = INVALID_PROC_NUMBER;	/* see rp_locks_first_use */
 	rp_entry_end_write(e);
 	SpinLockAcquire(&e->mutex);
 	e->tokhash = 0;
@@ -555,11 +557,11 @@ rp_locks_exit(int code, Datum arg)
 
 /*
  * First use in this process: register the exit callback, and free rows a
- * previous process with this backend id left.  It can only have died
+ * previous process with this process number left.  It can only have died
  * without its exit callbacks, which means a crash restart that reset this
  * memory anyway: this is a second line of defence, so it frees a row only
  * when its owner is certainly gone.  A row just claimed by a live backend
- * still carries InvalidBackendId from its last release, and its owner
+ * still carries INVALID_PROC_NUMBER from its last release, and its owner
  * answers kill(0).
  */
 static void
@@ -577,7 +579,7 @@ rp_locks_first_use(void)
 		uint32		owner = pg_atomic_read_u32(&e->owner);
 
 		if (owner != 0 && owner != (uint32) MyProcPid &&
-			MyBackendId != InvalidBackendId && e->backend_id == MyBackendId &&
+			MyProcNumber != INVALID_PROC_NUMBER && e->procno == MyProcNumber &&
 			kill((pid_t) owner, 0) != 0 && errno == ESRCH)
 			pg_atomic_compare_exchange_u32(&e->owner, &owner, 0);
 	}
@@ -585,7 +587,7 @@ rp_locks_first_use(void)
 	rp_locks_exit_registered = true;
 	/* Backends start their search in different places. */
 	rp_locks_rover = rp_stats_shared->nlocks == 0 ? 0 :
-		(int) (((int64) Max(MyBackendId, 0) * rp_stats_shared->nlocks) /
+		(int) (((int64) Max(MyProcNumber + 1, 0) * rp_stats_shared->nlocks) /
 			   (MaxBackends + 1)) % rp_stats_shared->nlocks;
 }
 
@@ -676,7 +678,7 @@ rp_locks_publish(const void *key, const char *name, size_t namelen,
 	if (is_new)
 	{
 		/* A new row. */
-		e->backend_id = MyBackendId;
+		e->procno = MyProcNumber;
 		e->pid = MyProcPid;
 		e->dbid = MyDatabaseId;
 		e->roleid = GetSessionUserId();

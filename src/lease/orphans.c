@@ -32,6 +32,7 @@
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "conn.h"
 #include "orphans.h"
 #include "token.h"
@@ -54,7 +55,7 @@ typedef struct RpOrphan
 typedef struct RpOrphanQueue
 {
 	LWLock	   *lock;
-	int			worker_pgprocno;	/* -1 while no worker runs */
+	ProcNumber	worker;			/* INVALID_PROC_NUMBER while no worker runs */
 	int			n;				/* entries[0 .. n) are queued */
 	uint32		keyused;		/* keys[0 .. keyused) are theirs, in order */
 	RpOrphan	entries[RP_ORPHAN_SLOTS];
@@ -82,7 +83,7 @@ rp_orphans_shmem_startup(void)
 	{
 		memset(rp_queue, 0, sizeof(RpOrphanQueue));
 		rp_queue->lock = &(GetNamedLWLockTranche("redis_primitives orphans"))->lock;
-		rp_queue->worker_pgprocno = -1;
+		rp_queue->worker = INVALID_PROC_NUMBER;
 	}
 }
 
@@ -90,7 +91,7 @@ bool
 rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 				   TimestampTz expires_at)
 {
-	int			worker = -1;
+	ProcNumber	worker = INVALID_PROC_NUMBER;
 	int			queued_n = 0;
 	uint32		queued_bytes = 0;
 	bool		queued = false;
@@ -113,7 +114,7 @@ rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 	}
 	queued_n = rp_queue->n;
 	queued_bytes = rp_queue->keyused;
-	worker = rp_queue->worker_pgprocno;
+	worker = rp_queue->worker;
 	LWLockRelease(rp_queue->lock);
 	if (!queued)
 		ereport(WARNING,
@@ -122,8 +123,8 @@ rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 				 errdetail("The queue holds at most %d leases and %d bytes of keys; %d leases and %u bytes are queued, and this lease's key is %zu bytes.  The lease will expire by its TTL.",
 						   RP_ORPHAN_SLOTS, RP_ORPHAN_KEY_SPACE, queued_n,
 						   queued_bytes, keylen)));
-	else if (worker >= 0)
-		SetLatch(&ProcGlobal->allProcs[worker].procLatch);
+	else if (worker != INVALID_PROC_NUMBER)
+		SetLatch(&GetPGProcByNumber(worker)->procLatch);
 	return queued;
 }
 
@@ -151,7 +152,7 @@ rp_orphans_set_worker(void)
 	if (rp_queue == NULL)
 		return;
 	LWLockAcquire(rp_queue->lock, LW_EXCLUSIVE);
-	rp_queue->worker_pgprocno = MyProc->pgprocno;
+	rp_queue->worker = MyProcNumber;
 	LWLockRelease(rp_queue->lock);
 }
 

@@ -217,7 +217,7 @@ rp_fence_stale(RpGuard *g, Relation rel, int64 stored, int64 fence)
  * ------------------------------------------------------------------------
  */
 
-static void rp_fence_misuse(const char *msg) pg_attribute_noreturn();
+pg_noreturn static void rp_fence_misuse(const char *msg);
 
 static void
 rp_fence_misuse(const char *msg)

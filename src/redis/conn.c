@@ -537,7 +537,7 @@ rp_wait(int events, TimestampTz deadline)
 {
 	if (rp_waitset == NULL)
 	{
-		rp_waitset = CreateWaitEventSet(TopMemoryContext, 3);
+		rp_waitset = CreateWaitEventSet(NULL, 3);
 		AddWaitEventToSet(rp_waitset, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 		AddWaitEventToSet(rp_waitset, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 		rp_waitset_socket = AddWaitEventToSet(rp_waitset, events, rp_ctx->fd, NULL, NULL);

@@ -19,6 +19,8 @@
 
 #include "postgres.h"
 
+#include "compat.h"				/* pg_noreturn */
+
 /* A Lua script embedded at build time (see scripts/embed-lua.sh). */
 typedef struct RpScript
 {
@@ -93,7 +95,7 @@ extern bool rp_eval_try(const RpScript *script,
 extern RpReply *rp_eval(const RpScript *script,
 						int nkeys, const RpArg *keys,
 						int nargs, const RpArg *argv);
-extern void rp_status_raise(const RpStatus *st) pg_attribute_noreturn();
+pg_noreturn extern void rp_status_raise(const RpStatus *st);
 
 /*
  * Run a plain command (argv[0] is the command name), SQL face.  For

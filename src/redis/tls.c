@@ -34,6 +34,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "compat.h"
 #include "tls.h"
 
 /* redis_primitives.tls: libpq's sslmode words. */
@@ -189,7 +190,7 @@ rp_tls_msg_cb(int write_p, int version, int content_type, const void *buf,
 	}
 }
 
-static void rp_tls_ctx_fail(const char *setting, const char *path) pg_attribute_noreturn();
+pg_noreturn static void rp_tls_ctx_fail(const char *setting, const char *path);
 
 static void
 rp_tls_ctx_fail(const char *setting, const char *path)
