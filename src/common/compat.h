@@ -10,7 +10,8 @@
  * a change in a new major goes here, never as an #if in a primitive.  On 15
  * every block compiles to what the code called before this file existed,
  * with one exception said at its block (MyProcNumber).  A file that uses
- * one of these names includes this header after postgres.h.
+ * one of these names includes this header after postgres.h, itself or
+ * through args.h or conn.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -23,6 +24,7 @@
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 
 /*
@@ -31,6 +33,28 @@
  */
 #if PG_VERSION_NUM >= 160000
 #include "varatt.h"
+#endif
+
+/*
+ * 16 allocates GUC values in a memory context of its own and frees them,
+ * and the *extra a check hook hands over, with guc_free (pfree): a check
+ * hook must allocate its *extra with guc_malloc, or the first SET that
+ * replaces it frees a pointer pfree does not know ("pfree called with
+ * invalid pointer").  Before 16 the same were malloc and free, and
+ * guc_malloc was guc.c's own.
+ */
+#if PG_VERSION_NUM < 160000
+static inline void *
+guc_malloc(int elevel, size_t size)
+{
+	void	   *p = malloc(size > 0 ? size : 1);
+
+	if (p == NULL)
+		ereport(elevel,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	return p;
+}
 #endif
 
 /*

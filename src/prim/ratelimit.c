@@ -138,7 +138,7 @@ rp_rl_check_clock(char **newval, void **extra, GucSource source)
 							RP_RL_MAX_CLOCK_MS);
 		return false;
 	}
-	parsed = malloc(sizeof(int64));
+	parsed = guc_malloc(LOG, sizeof(int64));
 	if (parsed == NULL)
 		return false;
 	*parsed = v;
