@@ -48,6 +48,7 @@
 #include "stats.h"
 #include "sentinel_auth.h"
 #include "tls.h"
+#include "waitevents.h"
 
 PG_MODULE_MAGIC;
 
@@ -88,6 +89,7 @@ rp_shmem_startup(void)
 	rp_orphans_shmem_startup();
 	rp_elector_shmem_startup();
 	rp_ratecache_shmem_startup();
+	rp_wait_events_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 

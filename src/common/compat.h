@@ -26,6 +26,7 @@
 #include "storage/proc.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/wait_event.h"
 
 /*
  * 16 moved the varlena macros (VARDATA_ANY, VARSIZE_ANY_EXHDR, ...) out of
@@ -82,6 +83,19 @@ typedef int ProcNumber;
 #if PG_VERSION_NUM < 170000
 #define CreateWaitEventSet(resowner, nevents) \
 	(AssertMacro((resowner) == NULL), CreateWaitEventSet(TopMemoryContext, (nevents)))
+#endif
+
+/*
+ * 17: custom wait events, shown by name in pg_stat_activity.wait_event
+ * (wait_event_type Extension).  Before 17 every extension wait is the one
+ * event "Extension".
+ */
+#if PG_VERSION_NUM < 170000
+static inline uint32
+WaitEventExtensionNew(const char *wait_event_name)
+{
+	return PG_WAIT_EXTENSION;
+}
 #endif
 
 /*

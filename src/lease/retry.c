@@ -45,6 +45,6 @@ rp_retry_sleep(RpRetry *r, TimestampTz now)
 	if (r->lock_deadline != 0)
 		pause = Min(pause, TimestampDifferenceMilliseconds(now, r->lock_deadline));
 	pause = Min(pause, TimestampDifferenceMilliseconds(now, r->deadline));
-	rp_latch_sleep(pause);
+	rp_latch_sleep(pause, RP_WAIT_LEASE_WAIT);
 	r->backoff = Min(r->backoff * 2, r->max_backoff);
 }

@@ -525,15 +525,15 @@ rp_conn_reset(void)
 
 /*
  * Wait until the connection's socket is ready for events (one of
- * WL_SOCKET_READABLE or WL_SOCKET_WRITEABLE) or the deadline passes.
- * Returns false on timeout.  Cancel and statement_timeout arrive through the
+ * WL_SOCKET_READABLE or WL_SOCKET_WRITEABLE) or the deadline passes,
+ * shown as the wait event what.  Returns false on timeout.  Cancel and statement_timeout arrive through the
  * latch and are thrown by CHECK_FOR_INTERRUPTS (which does nothing while the
  * cleanup face holds interrupts); no hiredis reply is held across this call.
  * The wait set lives as long as the connection: building an epoll set for
  * every wait cost more CPU than the rest of a call's own work.
  */
 static bool
-rp_wait(int events, TimestampTz deadline)
+rp_wait(int events, TimestampTz deadline, RpWaitEvent what)
 {
 	if (rp_waitset == NULL)
 	{
@@ -561,7 +561,7 @@ rp_wait(int events, TimestampTz deadline)
 			rp_stats_conn_event(RP_EVENT_TIMEOUT);
 			return false;
 		}
-		if (WaitEventSetWait(rp_waitset, timeout_ms, &ev, 1, PG_WAIT_EXTENSION) == 0)
+		if (WaitEventSetWait(rp_waitset, timeout_ms, &ev, 1, rp_wait_event(what)) == 0)
 			continue;			/* timed out: the deadline check decides */
 		if (ev.events & WL_LATCH_SET)
 			ResetLatch(MyLatch);
@@ -621,6 +621,13 @@ rp_read_password_file(void)
 static bool rp_exchange(int ncmds, TimestampTz deadline, RpReply **out);
 static int	rp_error_sqlstate(const char *msg);
 
+/* rp_wait as a connection's: the TLS handshake's wait (RpTlsWaitFn). */
+static bool
+rp_wait_connect(int events, TimestampTz deadline)
+{
+	return rp_wait(events, deadline, RP_WAIT_CONNECT);
+}
+
 /*
  * TLS hook: the handshake, for masters, sentinels and cluster nodes alike
  * (not unix sockets).  tls.c ereports what failed; that becomes the recorded
@@ -639,7 +646,7 @@ rp_tls_connect(redisContext *c, TimestampTz deadline)
 
 	PG_TRY();
 	{
-		rp_tls_handshake(c, c->tcp.host, rp_conn_target(), rp_wait, deadline);
+		rp_tls_handshake(c, c->tcp.host, rp_conn_target(), rp_wait_connect, deadline);
 	}
 	PG_CATCH();
 	{
@@ -667,7 +674,7 @@ rp_connect_wait(redisContext *c, TimestampTz deadline)
 	int			err = 0;
 	socklen_t	errlen = sizeof(err);
 
-	if (!rp_wait(WL_SOCKET_WRITEABLE, deadline))
+	if (!rp_wait(WL_SOCKET_WRITEABLE, deadline, RP_WAIT_CONNECT))
 		return rp_fail(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 					   "could not connect to Redis",
 					   psprintf("no connection within %d ms (redis_primitives.connect_timeout)",
@@ -1154,7 +1161,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 		if ((rp_tls_active(rp_ctx) ? rp_tls_write(rp_ctx, &done, &want)
 			 : redisBufferWrite(rp_ctx, &done)) == REDIS_ERR)
 			return rp_fail_lost();
-		if (!done && !rp_wait(want, deadline))
+		if (!done && !rp_wait(want, deadline, RP_WAIT_REPLY))
 		{
 			rp_failure.timed_out = true;
 			return rp_fail(ERRCODE_CONNECTION_FAILURE,
@@ -1186,7 +1193,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 				if (rc > 0)
 					continue;
 			}
-			if (!rp_wait(want, deadline))
+			if (!rp_wait(want, deadline, RP_WAIT_REPLY))
 			{
 				rp_failure.timed_out = true;
 				return rp_fail(ERRCODE_CONNECTION_FAILURE,
@@ -1559,7 +1566,7 @@ rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
 		if (strncmp(reply->str, "TRYAGAIN", 8) == 0 &&
 			TimestampDifferenceMilliseconds(GetCurrentTimestamp(), call_deadline) > pause)
 		{
-			rp_latch_sleep(pause);
+			rp_latch_sleep(pause, RP_WAIT_CLUSTER_RETRY);
 			pause = Min(pause * 2, 50);
 			asking = false;
 			redirects = 0;		/* a new attempt from the top */
@@ -1798,14 +1805,12 @@ rp_conn_ping(int64 *rtt_us, char **version)
  */
 
 void
-rp_latch_sleep(long ms)
+rp_latch_sleep(long ms, RpWaitEvent what)
 {
 	int			rc;
 
-	pgstat_report_wait_start(PG_WAIT_EXTENSION);
 	rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-				   Max(ms, 1), PG_WAIT_EXTENSION);
-	pgstat_report_wait_end();
+				   Max(ms, 1), rp_wait_event(what));
 	if (rc & WL_LATCH_SET)
 		ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();

@@ -20,6 +20,7 @@
 #include "postgres.h"
 
 #include "compat.h"				/* pg_noreturn */
+#include "waitevents.h"
 
 /* A Lua script embedded at build time (see scripts/embed-lua.sh). */
 typedef struct RpScript
@@ -136,10 +137,10 @@ extern uint64 rp_conn_target_signature(void);
 extern void rp_conn_ping(int64 *rtt_us, char **version);
 
 /*
- * Sleep ms (at least 1) on the latch, as a wait event: cancel,
+ * Sleep ms (at least 1) on the latch, as the wait event what: cancel,
  * statement_timeout and postmaster death end it.  For retry pauses.
  */
-extern void rp_latch_sleep(long ms);
+extern void rp_latch_sleep(long ms, RpWaitEvent what);
 
 /* Helpers for building arguments and reading replies. */
 static inline RpArg

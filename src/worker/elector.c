@@ -58,6 +58,7 @@
 #include "replicas.h"
 #include "rp_scripts.h"
 #include "stats.h"
+#include "waitevents.h"
 
 /* How long a resignation may take at shutdown or on a reload. */
 #define RP_RESIGN_TIMEOUT_MS	500
@@ -977,7 +978,7 @@ rp_elector_main(Datum main_arg)
 			rc = WaitLatch(MyLatch,
 						   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
 						   (wait_ms >= 0 ? WL_TIMEOUT : 0),
-						   wait_ms, PG_WAIT_EXTENSION);
+						   wait_ms, rp_wait_event(RP_WAIT_ELECTOR));
 			if (rc & WL_LATCH_SET)
 				ResetLatch(MyLatch);
 		}

@@ -44,6 +44,7 @@
 #include "elector.h"
 #include "notify.h"
 #include "stats.h"
+#include "waitevents.h"
 
 #define RP_NOTIFY_RING	64
 
@@ -283,7 +284,7 @@ rp_notifier_main(Datum main_arg)
 		MemoryContextReset(cxt);
 
 		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L,
-					   PG_WAIT_EXTENSION);
+					   rp_wait_event(RP_WAIT_NOTIFIER));
 		if (rc & WL_LATCH_SET)
 			ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();

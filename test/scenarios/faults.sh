@@ -12,7 +12,7 @@ redis_asleep() { grep -q nanosleep "/proc/$(cat "$RP_TMP/redis-$REDIS_PORT.pid")
 # Backend PID runs a statement like %WHAT% and waits for Redis' reply.
 waiting_on_redis() {  # pid what
 	[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'active'
-	        AND wait_event_type = 'Extension' AND query LIKE '%$2%'")" = 1 ]
+	        AND wait_event_type = 'Extension' AND wait_event = '$(wait_event Reply)' AND query LIKE '%$2%'")" = 1 ]
 }
 
 session_open s

@@ -57,7 +57,7 @@ session_open t
 session_q t "SET redis_primitives.command_timeout = '60s'" >/dev/null
 session_q t "SELECT (rp_lock_info('term1')).held" >/dev/null
 terminate_mid_call "$REDIS_PORT" t "SELECT rp_acquire('term1', 600000);" '%rp_acquire(%'
-is "$waited" "active Extension" "the acquire waits on the sleeping Redis when its backend is terminated"
+is "$waited" "active $(wait_event Reply)" "the acquire waits on the sleeping Redis when its backend is terminated"
 session_close t
 wait_free term1 5; ok $? "a backend terminated inside rp_acquire: its lease is released within seconds of Redis answering ($(( $(now_ms) - t )) ms)"
 is "$(redis get "$(key term1 fence)")" "1" "that lease was real: Redis ran the acquire on waking (fence 1)"

@@ -70,14 +70,14 @@ is "$(race 0)" "both both" "rp_acquire_all in opposite orders: both workers get 
 # --- A waiting call holds nothing ------------------------------------------
 # Another client holds w-2 until we let go of it; a session waits for
 # [w-1, w-2]; once it has tried and is sleeping between tries (wait_event
-# Extension), w-1 must be free; once w-2 is deleted the waiter takes both.
+# LeaseWait), w-1 must be free; once w-2 is deleted the waiter takes both.
 # No clock decides the order: on a loaded machine a hold with a TTL could
 # end before the check, and the waiter's rightful w-1 would read as held.
 rc SET "rp:{w-2}:lock" other PX 60000 >/dev/null
 psql -X -At -q -d "$RP_DB" -c "SELECT array_length(rp_acquire_all(ARRAY['w-1', 'w-2'], 10000, 30000), 1)" \
 	> "$RP_TMP/la.w" 2>&1 &
 pw=$!
-waiting="SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'Extension' AND query LIKE '%rp_acquire_all(ARRAY[''w-1''%'"
+waiting="SELECT count(*) FROM pg_stat_activity WHERE wait_event = '$(wait_event LeaseWait)' AND query LIKE '%rp_acquire_all(ARRAY[''w-1''%'"
 held_mid="never seen waiting"
 wait_for 30 '[ "$(q "$waiting")" = 1 ]' && held_mid=$(rc EXISTS "rp:{w-1}:lock")
 rc DEL "rp:{w-2}:lock" >/dev/null
@@ -106,7 +106,7 @@ session_open t
 session_q t "SET redis_primitives.command_timeout = '60s'" >/dev/null
 session_q t "SELECT (rp_lock_info('tm-1')).held" >/dev/null
 terminate_mid_call "$RPORT" t "SELECT rp_acquire_all(ARRAY['tm-1', 'tm-2', 'tm-3'], 600000);" '%rp_acquire_all(%'
-is "$waited" "active Extension" "rp_acquire_all waits on the sleeping Redis when its backend is terminated"
+is "$waited" "active $(wait_event Reply)" "rp_acquire_all waits on the sleeping Redis when its backend is terminated"
 session_close t
 wait_for 30 '[ "$(rc GET "rp:{tm-3}:fence")" = 1 ]'
 is "$(rc MGET "rp:{tm-1}:fence" "rp:{tm-2}:fence" "rp:{tm-3}:fence" | tr '\n' ' ')" "1 1 1 " \

@@ -186,12 +186,12 @@ session_timed w "SET statement_timeout = 700; SELECT rp_semaphore_acquire('gate'
 is "$(echo "$TIMED_OUT" | sed -n 's/^ERROR:  *\([0-9A-Z]\{5\}\).*$/\1/p')" "57014" \
 	"statement_timeout ends a wait for a permit (57014)"
 cmp_ok "$TIMED_MS" -lt 5000 "well before wait_ms"
-# The waiter is cancelled once it is seen waiting (wait_event Extension) in
+# The waiter is cancelled once it is seen waiting (wait_event LeaseWait) in
 # the call; the time runs from just before the cancel to the waiter's next
 # statement.
 wpid=$(session_pid w)
 printf '%s\n' "SELECT rp_semaphore_acquire('gate', 1, 30000, 60000);" "SELECT 'T1 ' || $ms_sql;" >&"$_fd_w"
-waiting="SELECT count(*) FROM pg_stat_activity WHERE pid = $wpid AND wait_event = 'Extension' AND query LIKE '%rp_semaphore_acquire(%'"
+waiting="SELECT count(*) FROM pg_stat_activity WHERE pid = $wpid AND wait_event = '$(wait_event LeaseWait)' AND query LIKE '%rp_semaphore_acquire(%'"
 t_cancel=
 wait_for 30 '[ "$(q "$waiting")" = 1 ]' && t_cancel=$(q "SELECT $ms_sql" "SELECT pg_cancel_backend($wpid)" | head -1)
 out=$(session_q w "SELECT 1")

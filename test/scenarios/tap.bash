@@ -34,6 +34,14 @@ q_state() {
 	if [ -z "$out" ]; then echo OK; else echo "$out" | sed -n 's/^.*ERROR:  *\([0-9A-Z]\{5\}\).*$/\1/p' | head -1; fi
 }
 redis() { redis-cli -p "$REDIS_PORT" "$@"; }
+# wait_event NAME: what pg_stat_activity.wait_event shows while a backend
+# of the extension waits on NAME (Connect, Reply, LeaseWait, ...: the list
+# in src/common/waitevents.h): RedisPrimitivesNAME on PostgreSQL 17 and
+# later, before 17 "Extension", every extension's one wait event.  Its
+# wait_event_type is Extension on every major.
+wait_event() {
+	if [ "$(q "SHOW server_version_num")" -ge 170000 ]; then echo "RedisPrimitives$1"; else echo Extension; fi
+}
 # elector_pids [SERVER [PGREP-OPTION...]]: the pids (pgrep -c: the count) of
 # the background worker of a server started under $RP_TMP (default pg, the
 # runner's).  It has no database connection, so pg_stat_activity never
@@ -120,7 +128,7 @@ session_close() {
 
 # terminate_mid_call PORT SESSION SQL LIKE: stop the Redis at PORT
 # (SIGSTOP), send SQL on the open SESSION, wait until its backend ($pid)
-# waits for the answer (wait_event Extension, its query LIKE the pattern),
+# waits for the answer (wait_event Reply, its query LIKE the pattern),
 # set $waited to that backend's "state wait_event" ("not seen waiting" after
 # 30 s), terminate it, wait until it is gone ("backend not gone" after 30 s),
 # and let Redis go on (SIGCONT; $t is then the time in ms): Redis runs what
@@ -132,7 +140,7 @@ terminate_mid_call() {
 	pid=$(session_pid "$2") rpid=$(cat "$RP_TMP/redis-$port.pid")
 	kill -STOP "$rpid"
 	printf '%s\n' "$3" >&"${!fdvar}"
-	wait_for 30 "waited=\$(q \"SELECT state || ' ' || wait_event FROM pg_stat_activity WHERE pid = $pid AND wait_event = 'Extension' AND query LIKE '$4'\"); [ -n \"\$waited\" ]" ||
+	wait_for 30 "waited=\$(q \"SELECT state || ' ' || wait_event FROM pg_stat_activity WHERE pid = $pid AND wait_event = '$(wait_event Reply)' AND query LIKE '$4'\"); [ -n \"\$waited\" ]" ||
 		waited="not seen waiting"
 	q "SELECT pg_terminate_backend($pid)" >/dev/null
 	wait_for 30 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid\")\" = 0 ]" || waited="backend not gone"

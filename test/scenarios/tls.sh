@@ -197,7 +197,7 @@ in_hung_handshake() {
 		-c "$WORK" >"$RP_TMP/hung.out" 2>&1; echo $? >"$RP_TMP/hung.rc") &
 	# the call itself (not one of the SETs before it) waits on the peer
 	wait_for 60 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE application_name = '$1' AND state = 'active'
-		AND wait_event = 'Extension' AND query LIKE '%rp_acquire(''tls-lock''%'\")\" = 1 ]"
+		AND wait_event = '$(wait_event Connect)' AND query LIKE '%rp_acquire(''tls-lock''%'\")\" = 1 ]"
 }
 in_hung_handshake tls-hung
 t=$(now_ms); q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'tls-hung'" >/dev/null
