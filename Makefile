@@ -45,7 +45,9 @@ ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 TAP_TESTS    = 1
 PROVE_TESTS  = test/t/*.pl
 
-PG_CPPFLAGS  = -I$(srcdir)/src $(foreach d,$(SRC_DIRS),-I$(srcdir)/$(d))
+# RP_VERSION: the library's version, as PostgreSQL 18 shows it
+# (pg_get_loaded_modules()).
+PG_CPPFLAGS  = -I$(srcdir)/src $(foreach d,$(SRC_DIRS),-I$(srcdir)/$(d)) -DRP_VERSION='"$(EXT_VERSION)"'
 # Warnings for everyone; errors only where the project itself builds (make
 # test, CI: scripts/lib.sh passes RP_WERROR=-Werror), so a user's newer
 # compiler with a new warning does not fail the build.

@@ -33,6 +33,7 @@
 #include "storage/lwlock.h"
 
 #include "args.h"
+#include "compat.h"
 #include "conn.h"
 #include "elector.h"
 #include "fence_commit.h"
@@ -50,7 +51,7 @@
 #include "tls.h"
 #include "waitevents.h"
 
-PG_MODULE_MAGIC;
+PG_MODULE_MAGIC_EXT(.name = "redis_primitives", .version = RP_VERSION);
 
 void		_PG_init(void);
 

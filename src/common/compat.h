@@ -107,4 +107,12 @@ WaitEventExtensionNew(const char *wait_event_name)
 #define pg_noreturn pg_attribute_noreturn()
 #endif
 
+/*
+ * 18: the magic block may name the module and its version, which
+ * pg_get_loaded_modules() shows; before, only PG_MODULE_MAGIC.
+ */
+#if PG_VERSION_NUM < 180000
+#define PG_MODULE_MAGIC_EXT(...) PG_MODULE_MAGIC
+#endif
+
 #endif							/* RP_COMPAT_H */
