@@ -8,37 +8,49 @@
 #   pg_regress      test/sql, expected         deterministic SQL behaviour
 #   isolation       test/isolation/specs/      concurrency interleavings
 #   pgTAP           test/pgtap/*.sql           psql, as pg_prove runs them
-#   scenarios       test/scenarios/*.sh        timing, faults, load (TAP, via prove)
+#   scenarios       test/scenarios/*.sh        faults, load, races (TAP, via prove)
 #   tap             test/t/*.pl                 several servers: PostgreSQL::Test::Cluster
 #                                              nodes and Redis servers of their own
+#   timing          test/timing/*.{sql,sh,pl}  how fast: bounds on elapsed time only
 # and, first, one check on the build: no two modules of src/ include or call
 # each other in a circle (scripts/check-layers.py), whatever RP_SUITES says.
 # The servers are stopped and the folders are removed on exit, whatever
-# happened.  Ends with "N passed, N failed".
+# happened.  Ends with "N passed, N failed" for every suite but timing.
 #
-# Every suite's files are run by one `prove -j RP_LANES` (default 3;
-# RP_LANES=1 runs one file at a time), heaviest first, each through this
+# The timing suite holds the checks whose only subject is elapsed time (a
+# call ends within N ms of its timeout, a failover takes less than N s):
+# what a loaded machine, not a bug, can fail.  Every other suite asserts
+# behaviour, ordered on observed state.  It runs last, after every other
+# suite's files have ended, one file at a time (RP_TIMING_LANES, 1), and
+# is reported apart: "timing: N passed, N failed" after the line above.
+# Named in RP_SUITES (make test-timing; CI, on a machine with nothing else
+# running) its failures fail the run; run by default (make test, perhaps
+# beside other work) they are reported and do not.
+#
+# Every suite's files but timing's are run by one `prove -j RP_LANES`
+# (default 3; RP_LANES=1 runs one file at a time), heaviest first (timing's
+# by a second prove, after it), each through this
 # script's --file mode (run_file); pg_regress and isolation are one "file"
 # each, their "test NAME ... ok|FAILED" lines turned into TAP.  A file other
-# than t/*.pl takes a slot: a PostgreSQL + Redis pair no other file uses
+# than a .pl one takes a slot: a PostgreSQL + Redis pair no other file uses
 # meanwhile (scenarios restart Redis and change server settings), started
 # for the first file that takes it and kept for the next, Redis flushed and
 # rp_test afresh, unless the file failed or was killed (then its servers are
-# stopped).  A t/*.pl file starts its own.  Each file's output is printed
+# stopped).  A .pl file (test/t/, test/timing/) starts its own.  Each file's output is printed
 # in file-name order at the end, suite by suite, then prove's summary with
 # each file's wall time.  A run stopped midway (TERM, ^C, a timeout) ends
 # prove and every file it runs before stopping the servers.
 #
-# RP_SUITES="regress pgtap isolation scenarios tap" selects suites;
-# RP_ONLY=pattern runs only pgTAP/scenario/t files whose name matches
-# (and pg_regress and isolation whole).
+# RP_SUITES="regress pgtap isolation scenarios tap timing" selects suites
+# (default: all of them); RP_ONLY=pattern runs only pgTAP/scenario/t/timing
+# files whose name matches (and pg_regress and isolation whole).
 # A skipped plan ("1..0 # SKIP") counts as a failure: a skip silently drops
 # every check of its file.  RP_ALLOW_SKIP=1 lets a run skip (say so in CI).
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
-# count FILE KIND [RC]: add FILE's checks to the totals (their number:
-# counted).
+# count FILE KIND [RC]: FILE's checks: passed in c_ok, failed in c_bad,
+# both in counted; KIND added to c_fail when one failed.
 count() {
 	local out=$1 kind=$2 rc=${3:-0} ok bad skipped
 	ok=$(grep -cE '^ *ok [0-9]+' "$out")
@@ -54,9 +66,13 @@ count() {
 	fi
 	# prove failed although no check did (a script that exited non-zero)
 	[ "$rc" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
-	passed=$((passed + ok)); failed=$((failed + bad)); counted=$((ok + bad))
-	[ "$bad" -gt 0 ] && failures+=("$kind")
+	c_ok=$ok c_bad=$bad counted=$((ok + bad)) c_fail=()
+	[ "$bad" -gt 0 ] && c_fail=("$kind")
 }
+# tally FILE KIND [RC]: count, into the other suites' totals
+tally() { count "$@"; passed=$((passed + c_ok)); failed=$((failed + c_bad)); failures+=("${c_fail[@]}"); }
+# tally_timing FILE KIND [RC]: count, into the timing suite's
+tally_timing() { count "$@"; tpassed=$((tpassed + c_ok)); tfailed=$((tfailed + c_bad)); tfailures+=("${c_fail[@]}"); }
 
 # The files of the suites, heaviest first (a long file started last ends
 # the run late): files whose path holds one of these words, in this order,
@@ -69,11 +85,12 @@ HEAVY="fuzz_bad_input ratelimit_concurrency resources sentinel tls_topology clus
 semaphore.sh /tls.sh lock_mutual_exclusion faults splitbrain logical observe_notify
 leases_never_stranded failover security ratelimit_cache standby lock_all.sh
 dump_restore fence_workers examples cleanup_face"
-files_heaviest_first() {
+files_heaviest_first() {  # SUITE...
 	local all w
-	all=$(for s in $suites; do
+	all=$(for s in "$@"; do
 		case $s in regress|isolation) echo "$s" ;; pgtap) ls test/pgtap/*.sql ;;
-			scenarios) ls test/scenarios/*.sh ;; tap) ls test/t/*.pl ;; esac
+			scenarios) ls test/scenarios/*.sh ;; tap) ls test/t/*.pl ;;
+			timing) ls test/timing/*.sql test/timing/*.sh test/timing/*.pl ;; esac
 	done 2>/dev/null | sort | while read -r f; do [[ $f == *${RP_ONLY:-}* || $f != */* ]] && echo "$f"; done)
 	for w in $HEAVY; do grep -F "$w" <<<"$all"; done
 	echo "$all"
@@ -129,17 +146,18 @@ retire_slot() { RP_TMP=$RUN/slot-$k rp_stop_servers; }
 # fails: a hung test must not hang make test.
 run_file() {
 	local f=$1 kind=scenarios limit=${RP_FILE_TIMEOUT:-900} rc out k= diffs= cmd=(bash "$1")
+	# a timing file is a pgTAP, scenario or t/ file by its name's ending
+	case $f in test/t/*) kind=tap ;; test/pgtap/*) kind=pgtap ;; test/timing/*) kind=timing ;; esac
 	case $f in
-	test/t/*) kind=tap ;;
 	# a pgTAP file as pg_prove runs it
-	test/pgtap/*) kind=pgtap cmd=(psql -X -A -q -t -P pager=off -v ON_ERROR_STOP=1 -d rp_test -f "$f") ;;
+	*.sql) cmd=(psql -X -A -q -t -P pager=off -v ON_ERROR_STOP=1 -d rp_test -f "$f") ;;
 	# pg_regress and isolation write results/ and output_iso/ into the tree
 	regress) kind=regress diffs=regression.diffs cmd=(make -s installcheck ISOLATION= TAP_TESTS=) ;;
 	isolation) kind=isolation diffs=output_iso/regression.diffs cmd=(make -s installcheck REGRESS= TAP_TESTS=) ;;
 	esac
 	out=$OUT/$kind/$(basename "$f").out
 	echo "---- $f" >"$out"
-	if [ "$kind" = tap ]; then
+	if [[ $f == *.pl ]]; then
 		# What PGXS's prove_installcheck does (TAP_TESTS = 1), with the
 		# nodes' folders under $TESTDIR, as the postgres user when we are
 		# root (runuser keeps the environment): PostgreSQL::Test::Cluster
@@ -171,16 +189,21 @@ run_file() {
 		retire_slot
 	fi
 	# the logs of a failed t/*.pl file's nodes, where the report prints them
-	[ "$rc" -ne 0 ] && [ "$kind" = tap ] && tail -v -n 30 "$TESTDIR"/tmp_check/log/*"$(basename "$f" .pl)"* >>"$out" 2>/dev/null
+	[ "$rc" -ne 0 ] && [[ $f == *.pl ]] && tail -v -n 30 "$TESTDIR"/tmp_check/log/*"$(basename "$f" .pl)"* >>"$out" 2>/dev/null
 	return "$rc"
 }
 [ "${1:-}" = --file ] && { run_file "$2"; exit; }
 
 # A name in RP_SUITES that is no suite fails at once, RP_ONLY or not (the
 # guard at the end lets a suite match no file when RP_ONLY is set).
-suites=${RP_SUITES:-regress isolation pgtap scenarios tap}
-bad=$(printf '%s\n' $suites | grep -vxE 'regress|isolation|pgtap|scenarios|tap') &&
+suites=${RP_SUITES:-regress isolation pgtap scenarios tap timing}
+bad=$(printf '%s\n' $suites | grep -vxE 'regress|isolation|pgtap|scenarios|tap|timing') &&
 	{ rp_log "RP_SUITES: no suite named" $bad; exit 2; }
+# The timing suite apart: run after the others, its failures failing the
+# run only when RP_SUITES names it (make test-timing, CI).
+others=$(printf '%s\n' $suites | grep -vx timing | paste -sd' ')
+timing=$(printf '%s\n' $suites | grep -x timing)
+timing_strict=${RP_SUITES:+$timing}
 start=$(date +%s)
 rp_setup
 # The suites use two contrib modules (a second session inside a pgTAP file,
@@ -195,6 +218,8 @@ rp_make_tmp
 cd "$RP_ROOT"
 
 [ "${RP_LANES:-3}" -ge 1 ] 2>/dev/null || RP_LANES=1  # one slot per job: 0 would wait for ever
+RP_TIMING_LANES=${RP_TIMING_LANES:-1}
+[ "$RP_TIMING_LANES" -ge 1 ] 2>/dev/null || RP_TIMING_LANES=1
 export RP_LANES=${RP_LANES:-3} RUN=$RP_TMP OUT=$RP_TMP/out TESTDIR=$RP_TMP
 # t/*.pl's folders: PostgreSQL::Test::Utils takes $TESTDIR/tmp_check on 15,
 # TESTDATADIR and TESTLOGDIR from 16 on (as PGXS's prove_installcheck sets).
@@ -204,8 +229,8 @@ export PGXS_DIR=$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")
 # harness (180 s by default, and counted in attempts, which a loaded
 # machine stretches): a broken test fails in minutes, not quarter-hours.
 export PG_REGRESS=$PGXS_DIR/test/regress/pg_regress PG_TEST_TIMEOUT_DEFAULT=${PG_TEST_TIMEOUT_DEFAULT:-60}
-passed=0 failed=0 failures=() empty=() checked=0
-mkdir -p "$OUT"/{regress,isolation,pgtap,scenarios,tap}
+passed=0 failed=0 failures=() empty=() checked=0 tpassed=0 tfailed=0 tfailures=()
+mkdir -p "$OUT"/{regress,isolation,pgtap,scenarios,tap,timing}
 
 echo "==== layers"
 if python3 scripts/check-layers.py; then
@@ -223,34 +248,67 @@ stop_all() {
 	rp_stop_servers
 }
 trap stop_all EXIT
+# run_prove LANES OUT FILE...: the files by one prove, its output in OUT.
+run_prove() {
+	local lanes=$1 out=$2; shift 2
+	setsid prove -j "$lanes" --timer --exec "bash $RP_ROOT/scripts/test.sh --file" "$@" >"$out" 2>&1 &
+	files_sid=$!
+	wait "$files_sid"
+}
 
 # No file at all (an RP_ONLY that matches none): prove runs none (t/ holds
 # no .t file), and the run fails below for checking nothing.
-files=$(files_heaviest_first | awk 'NF && !seen[$0]++')
-setsid prove -j "$RP_LANES" --timer --exec "bash $RP_ROOT/scripts/test.sh --file" $files \
-	>"$OUT/prove.out" 2>&1 &
-files_sid=$!
-wait "$files_sid"
-files_rc=$?
+files_rc=0 timing_rc=0
+if [ -n "$others" ]; then
+	run_prove "$RP_LANES" "$OUT/prove.out" $(files_heaviest_first $others | awk 'NF && !seen[$0]++')
+	files_rc=$?
+fi
+# Last, when nothing else runs: a timing file must not share the machine
+# with this run's other files, nor, by default, with another timing file.
+# Its slot is one the files above used (their servers are kept).
+if [ -n "$timing" ]; then
+	run_prove "$RP_TIMING_LANES" "$OUT/timing-prove.out" $(files_heaviest_first timing)
+	timing_rc=$?
+fi
 
 # A suite that counted no check fails the run (a glob that matched nothing,
 # output the counting no longer recognises).
 # With RP_ONLY a suite may match no file, but the run must check something.
-for s in $suites; do
-	echo "==== $s"; cat "$OUT/$s"/*.out >"$OUT/$s.all" 2>/dev/null
-	cat "$OUT/$s.all"; count "$OUT/$s.all" "$s"
+# Each suite's files' output, then prove's; timing's last.
+suite_out() {  # SUITE TALLY: print and count the suite's files' output
+	echo "==== $1"; cat "$OUT/$1"/*.out >"$OUT/$1.all" 2>/dev/null
+	cat "$OUT/$1.all"; "$2" "$OUT/$1.all" "$1"
 	checked=$((checked + counted))
-	[ "$counted" -eq 0 ] && empty+=("$s")
-done
-echo "==== prove (every suite's files)"
-cat "$OUT/prove.out"; count "$OUT/prove.out" prove "$files_rc"
+	[ "$counted" -eq 0 ] && empty+=("$1")
+}
+for s in $others; do suite_out "$s" tally; done
+if [ -n "$others" ]; then
+	echo "==== prove ($others)"
+	cat "$OUT/prove.out"; tally "$OUT/prove.out" prove "$files_rc"
+fi
+if [ -n "$timing" ]; then
+	suite_out timing tally_timing
+	echo "==== prove (timing)"
+	cat "$OUT/timing-prove.out"; tally_timing "$OUT/timing-prove.out" prove "$timing_rc"
+fi
 if [ ${#empty[@]} -gt 0 ] && { [ -z "${RP_ONLY:-}" ] || [ "$checked" -eq 0 ]; }; then
 	echo "# suites that ran no check: ${empty[*]}${RP_ONLY:+ (RP_ONLY=$RP_ONLY)}"
-	failures+=("${empty[@]}")
+	for s in "${empty[@]}"; do
+		if [ "$s" = timing ]; then tfailures+=(timing); else failures+=("$s"); fi
+	done
 fi
 
 echo
-echo "suites: $suites; lanes: $RP_LANES; wall time $(( $(date +%s) - start )) s"
+echo "suites: $suites; lanes: $RP_LANES${timing:+, timing $RP_TIMING_LANES}; wall time $(( $(date +%s) - start )) s"
 [ ${#failures[@]} -gt 0 ] && echo "failing suites: ${failures[*]}"
+if [ -n "$timing" ] && [ ${#tfailures[@]} -gt 0 ]; then
+	# the files with a failed check (each output begins "---- FILE"), or
+	# else what failed (a file that died, a suite that checked nothing)
+	tfiles=$(grep -l '^ *not ok' "$OUT"/timing/*.out 2>/dev/null | xargs -r -n1 head -1 | cut -c6- | paste -sd' ')
+	echo "failing in the timing suite: ${tfiles:-${tfailures[*]}}"
+	[ -z "$timing_strict" ] && echo "# timing failures do not fail this run (RP_SUITES does not name timing: the machine may be busy); make test-timing fails on them"
+fi
 echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ]
+[ -n "$timing" ] && echo "timing: $tpassed passed, $tfailed failed"
+[ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ] &&
+	{ [ -z "$timing_strict" ] || { [ "$tfailed" -eq 0 ] && [ ${#tfailures[@]} -eq 0 ]; }; }

@@ -68,6 +68,7 @@ untested() {
 			pgtap) set -- "$root"/test/pgtap/*.sql ;;
 			scenarios) set -- "$root"/test/scenarios/*.sh ;;
 			tap) set -- "$root"/test/t/*.pl ;;
+			timing) set -- "$root"/test/timing/*.sql "$root"/test/timing/*.sh "$root"/test/timing/*.pl ;;
 			*) echo "$s (no such suite)"; continue ;;
 		esac
 		n=0

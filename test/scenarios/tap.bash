@@ -24,6 +24,14 @@ ok() { _tap "$1" "$2"; }  # condition-exit-status description
 is() { [ "$1" = "$2" ]; _tap $? "$3" "got:      '$1'" "expected: '$2'"; }  # got expected description
 # cmp_ok a op b description   (integers; an empty or non-numeric side fails)
 cmp_ok() { [ "$1" "$2" "$3" ] 2>/dev/null; _tap $? "$4" "'$1' $2 '$3' is false"; }
+# within GOT WANT MS BOUND DESCRIPTION: a timing check (test/timing/): the
+# timed call ended as WANT (its output, an error's "ERROR:  <SQLSTATE>")
+# and in less than BOUND ms.  Another ending is a failure too: a bound met
+# by the wrong event (an error at once, say) shows nothing.
+within() {
+	[ "$1" = "$2" ] && [ "$3" -lt "$4" ] 2>/dev/null
+	_tap $? "$5" "ended as: '$1' (expected '$2'), after '$3' ms (bound: less than $4 ms)"
+}
 # q SQL...: run statements in one session (an empty one runs nothing), print
 # unaligned tuples only.
 q() { psql -X -At -q -v ON_ERROR_STOP=1 -d "$RP_DB" "${@/#/--command=}"; }
