@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Redis failing under a running backend.  For each fault: what the caller
-# sees (SQLSTATE, how long it took), what is left behind (in the session; in
-# Redis where the fault lets Redis run the call), and that the next call
-# works with no action from the user.
+# sees (the SQLSTATE; how long it took is test/timing/faults.sh's), what is
+# left behind (in the session; in Redis where the fault lets Redis run the
+# call), and that the next call works with no action from the user.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 45
+plan 38
 
 # Redis is inside DEBUG SLEEP (its main thread in nanosleep, not epoll_wait).
 redis_asleep() { grep -q nanosleep "/proc/$(cat "$RP_TMP/redis-$REDIS_PORT.pid")/wchan"; }
@@ -18,11 +18,10 @@ waiting_on_redis() {  # pid what
 session_open s
 session_q s "SELECT (rp_acquire('warm', 1000)).fence IS NOT NULL; SELECT rp_release_all()" >/dev/null
 
-# 1. Redis not running: 08001 within connect_timeout (1000 ms here).
+# 1. Redis not running: 08001 (within connect_timeout, 1000 ms here).
 rp_stop_redis "$REDIS_PORT"
 session_timed s "SELECT rp_acquire('f1', 10000)"
-is "$TIMED_OUT" "ERROR:  08001" "Redis stopped: rp_acquire fails with 08001"
-cmp_ok "$TIMED_MS" -lt 3000 "within connect_timeout plus a little (${TIMED_MS} ms)"
+is "$TIMED_OUT" "ERROR:  08001" "Redis stopped: rp_acquire fails with 08001 (${TIMED_MS:-?} ms)"
 is "$(session_q s "SELECT count(*) FROM rp_leases()")" "0" "nothing is believed held"
 
 # 2. Started again: the same session's next call works (and the scripts it
@@ -103,7 +102,6 @@ hang_test() {  # label start-hang-cmd end-hang-cmd [ends-by-itself: lasts $hang_
 	done
 	is "$TIMED_OUT" "ERROR:  08006" "$label: the call fails with 08006"
 	cmp_ok "$TIMED_MS" -ge 900 "$label: not before command_timeout ($TIMED_MS ms)"
-	cmp_ok "$TIMED_MS" -lt 4000 "$label: and not long after it"
 	eval "$3"
 	# The dropped connection's acquire may still have run when Redis woke:
 	# nobody holds that token, so it is an orphan that expires by its TTL.
@@ -170,54 +168,27 @@ session_q s "RESET redis_primitives.command_timeout" >/dev/null
 is "$out|$(cat "$RP_TMP/stale.out")" "ERROR:  57014|f|" \
 	"a call sent while Redis is still hung after a cancelled call gets its own answer (the cancelled call's connection was dropped)"
 
-# 6. statement_timeout and cancel end a hung call sooner than command_timeout.
+# 6. statement_timeout and cancel end a hung call (57014), not
+# command_timeout (08006, 30 s here).  (How soon: test/timing/faults.sh.)
 session_q s "SET redis_primitives.command_timeout = '30s'; SET statement_timeout = '300ms'" >/dev/null
-# Timed by the server's clock, in the session and in the canceller: what a
-# loaded client adds (starting psql, polling for the answer) is not the
-# call's time.  The cancel is timed from the clock read in the statement
-# that sends it to the ERROR the cancelled backend logged (the log line's
-# %m): no psql turnaround of either side is counted (a 1 s stall of the
-# canceller's psql between two statements, injected, flipped these).
 kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
 session_timed s "SELECT rp_acquire('st', 1000)"
 kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
-is "$TIMED_OUT" "ERROR:  57014" "statement_timeout ends a call to a hung Redis (57014)"
-cmp_ok "$TIMED_MS" -lt 2500 "at statement_timeout, not command_timeout ($TIMED_MS ms)"
+is "$TIMED_OUT" "ERROR:  57014" "statement_timeout ends a call to a hung Redis (57014), not command_timeout (${TIMED_MS:-?} ms)"
 session_q s "RESET statement_timeout" >/dev/null
 pid=$(session_pid s)
 kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
-cancel_in() {  # pid what: once pid runs a statement with what, cancel it (in the background)
-	rm -f "$RP_TMP/cancel.at"
-	log0=$(( $(stat -c %s "$RP_TMP/pg.log") + 1 ))
-	( wait_for 60 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'active' AND query LIKE '%$2%'\")\" = 1 ]"
-	  sleep 0.2
-	  psql -X -At -q -d "$RP_DB" -c "SELECT $ms_sql, pg_cancel_backend($1)" | cut -d'|' -f1 >"$RP_TMP/cancel.at" ) &
-	canceller=$!
-}
-since_cancel() {  # pid
-	local at err
-	at=$(cat "$RP_TMP/cancel.at" 2>/dev/null)
-	err=$(tail -c +"$log0" "$RP_TMP/pg.log" | grep -a "\[$1\] ERROR:  canceling statement due to user request" | tail -1 | sed 's/ \[.*//')
-	# a stamp date cannot read gives nothing (cmp_ok fails), not "0 - at"
-	# (date -d "" reads as midnight: the stamp is checked first)
-	[ -n "$err" ] && err=$(date -d "$err" +%s%3N 2>/dev/null)
-	[ -n "$at" ] && [ -n "$err" ] && echo $(( err - at ))
-}
 cancel_in "$pid" "rp_acquire(%cancel"
 session_timed s "SELECT rp_acquire('cancel', 1000)"
 kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"; wait $canceller
 is "$TIMED_OUT" "ERROR:  57014" "pg_cancel_backend ends a call to a hung Redis"
-el=$(since_cancel "$pid")
-cmp_ok "$el" -lt 1000 "within a second of the cancel ($el ms)"
 is "$(session_q s "SELECT held FROM rp_lock_info('nothing')")" "f" "the session works normally afterwards"
 
-# 7. pg_cancel_backend ends a 60 s wait_ms within a second.
+# 7. pg_cancel_backend ends a 60 s wait_ms.
 redis set "$(key held lock)" someone-else px 120000 >/dev/null
 cancel_in "$pid" "rp_acquire(%held"
 session_timed s "SELECT rp_acquire('held', 1000, 60000)"; wait $canceller
 is "$TIMED_OUT" "ERROR:  57014" "a 60 s wait is cancelled"
-el=$(since_cancel "$pid")
-cmp_ok "$el" -lt 1000 "within a second of pg_cancel_backend ($el ms)"
 
 # 8. Wrong password, password required while connected, ACL without EVALSHA.
 # The session's connection is open when the password is set: a cancel in 7

@@ -154,3 +154,28 @@ terminate_mid_call() {
 	wait_for 30 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid\")\" = 0 ]" || waited="backend not gone"
 	kill -CONT "$rpid"; t=$(now_ms)
 }
+
+# cancel_in PID WHAT: once backend PID runs a statement like %WHAT%, cancel
+# it (in the background, pid $canceller), writing the server's clock read
+# in the statement that sends the cancel to $RP_TMP/cancel.at.
+# since_cancel PID: the ms from that reading to the ERROR the cancelled
+# backend logged (the log line's %m in $RP_TMP/pg.log, the slot's server):
+# no psql turnaround of either side is counted.  Empty (which fails
+# cmp_ok) when either is missing.
+cancel_in() {
+	rm -f "$RP_TMP/cancel.at"
+	log0=$(( $(stat -c %s "$RP_TMP/pg.log") + 1 ))
+	( wait_for 60 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'active' AND query LIKE '%$2%'\")\" = 1 ]"
+	  sleep 0.2
+	  psql -X -At -q -d "$RP_DB" -c "SELECT $ms_sql, pg_cancel_backend($1)" | cut -d'|' -f1 >"$RP_TMP/cancel.at" ) &
+	canceller=$!
+}
+since_cancel() {
+	local at err
+	at=$(cat "$RP_TMP/cancel.at" 2>/dev/null)
+	err=$(tail -c +"$log0" "$RP_TMP/pg.log" | grep -a "\[$1\] ERROR:  canceling statement due to user request" | tail -1 | sed 's/ \[.*//')
+	# a stamp date cannot read gives nothing (cmp_ok fails), not "0 - at"
+	# (date -d "" reads as midnight: the stamp is checked first)
+	[ -n "$err" ] && err=$(date -d "$err" +%s%3N 2>/dev/null)
+	[ -n "$at" ] && [ -n "$err" ] && echo $(( err - at ))
+}
