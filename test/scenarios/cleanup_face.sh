@@ -13,12 +13,13 @@
 #  C. an ERROR caught inside the cleanup face (a TLS handshake that failed)
 #     had InterruptHoldoffCount reset to 0 by errfinish, and the face's
 #     RESUME_INTERRUPTS then wrapped it to 2^32-1: the backend ignored
-#     cancel, statement_timeout and pg_terminate_backend from then on.
+#     cancel, statement_timeout and pg_terminate_backend from then on
+#     (how soon statement_timeout cancels: test/timing/cleanup_face.sh).
 #
 # Its own PostgreSQL server: on the old code A crashes the server.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 10
+plan 9
 
 port=$(rp_free_port)
 tport=$(rp_free_port)
@@ -75,9 +76,8 @@ redis del "rp:{cf-discard}:lock" >/dev/null
 
 # C. A TLS handshake that fails inside the cleanup face (the COMMIT's
 # release reconnects and the server's certificate does not name the host
-# now required); afterwards statement_timeout must still cancel: timed by
-# the server, around the pg_sleep alone (psql's start-up and the handshakes
-# of a loaded machine are not the sleep's).
+# now required); afterwards statement_timeout must still cancel the
+# pg_sleep, and the session go on.
 tls_make_certs "$RP_TMP/cf-tls"
 redis-server --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --dir "$RP_TMP" \
 	--pidfile "$RP_TMP/redis-$tport.pid" --logfile "$RP_TMP/redis-$tport.log" \
@@ -92,15 +92,11 @@ SELECT (rp_acquire_xact('cf-tls', 60000)).fence > 0;
 SET redis_primitives.tls_server_name = 'wrong.example';
 COMMIT;
 SET statement_timeout = '300ms';
-SELECT 'T0 ' || $ms_sql;
 SELECT pg_sleep(6);
-SELECT 'T1 ' || $ms_sql;
 SELECT 'after';
 SQL
 )
-t0=$(echo "$out" | sed -n 's/^T0 //p') t1=$(echo "$out" | sed -n 's/^T1 //p')
-took=; [ -n "$t0" ] && [ -n "$t1" ] && took=$(( t1 - t0 ))
 echo "$out" | grep -q "WARNING:  could not release 1 Redis lease"; ok $? "the TLS handshake failed inside the COMMIT's release (a WARNING)"
-echo "$out" | grep -q "canceling statement due to statement timeout"; ok $? "statement_timeout still cancels after it"
-cmp_ok "$took" -lt 5000 "pg_sleep(6) was cancelled, not slept out (${took} ms)"
+echo "$out" | grep -q "canceling statement due to statement timeout" && echo "$out" | grep -q "^after$"
+ok $? "statement_timeout still cancels after it (pg_sleep(6) is cancelled), and the session goes on"
 finish

@@ -12,7 +12,7 @@
 #     key or the password (1.1's first cut gave the plain client 08006);
 #  C. a TLS peer that accepted TCP and never answers: the handshake ends by
 #     connect_timeout, by cancel and by statement_timeout (the naive client,
-#     redis-cli --tls, waits until killed);
+#     redis-cli --tls, waits until killed; how soon: test/timing/tls.sh);
 #  D. a TLS server restarted between two calls of one session: the next call
 #     reconnects by itself (TLS 1.3 session tickets do not make an idle
 #     connection look out of step);
@@ -29,7 +29,7 @@
 # Sentinel and Cluster over TLS: test/t/008_tls_topology.pl.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 46
+plan 42
 
 declare -A PORT
 for s in good other expired mtls hung; do
@@ -169,25 +169,9 @@ timeout 2 redis-cli --tls --cacert "$C/ca.crt" -p "${PORT[hung]}" ping >/dev/nul
 is "$rc" "124" "naive twin: redis-cli --tls against the hung peer is still waiting after 2 s (killed by timeout)"
 st=$(state "$(at "${PORT[hung]}" require "SET redis_primitives.connect_timeout = 1000;")" "$WORK")
 is "$st" "08001" "hung TLS peer: connect_timeout ends the handshake with 08001"
-# hung_ms SETTINGS: the call at the hung peer, timed on the server around
-# the call alone (psql's start-up is not the handshake's); empty when a
-# clock reading is missing, which fails the cmp_ok.  30 s around a psql
-# passed a handshake that ignored connect_timeout for a fixed 12 s
-# (injected: 12166 ms).
-hung_ms() {
-	local out t0 t1
-	out=$(psql -X -At -q -d "$RP_DB" -c "SET redis_primitives.password = '$PW'" -c "$(at "${PORT[hung]}" require "$1")" \
-		-c "SELECT 'T0 ' || $ms_sql" -c "$WORK" -c "SELECT 'T1 ' || $ms_sql" 2>/dev/null)
-	t0=$(echo "$out" | sed -n 's/^T0 //p') t1=$(echo "$out" | sed -n 's/^T1 //p')
-	[ -n "$t0" ] && [ -n "$t1" ] && echo $(( t1 - t0 ))
-}
-el=$(hung_ms "SET redis_primitives.connect_timeout = 1000;")
-cmp_ok "$el" -lt 6000 "... after ${el:-?} ms (connect_timeout 1000 ms, server clock)"
 settings="SET redis_primitives.connect_timeout = 600000; SET statement_timeout = 1000;"
 st=$(state "$(at "${PORT[hung]}" require "$settings")" "$WORK")
 is "$st" "57014" "hung TLS peer: statement_timeout ends the handshake (connect_timeout 10 min)"
-el=$(hung_ms "$settings")
-cmp_ok "$el" -lt 6000 "... after ${el:-?} ms (statement_timeout 1000 ms, server clock)"
 # in_hung_handshake NAME: a session (application_name NAME) whose call hangs
 # in the TLS handshake with the silent peer, in the background: its output
 # in hung.out, its exit status in hung.rc; returns once it is running.
@@ -200,10 +184,9 @@ in_hung_handshake() {
 		AND wait_event = '$(wait_event Connect)' AND query LIKE '%rp_acquire(''tls-lock''%'\")\" = 1 ]"
 }
 in_hung_handshake tls-hung
-t=$(now_ms); q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'tls-hung'" >/dev/null
-wait_for 60 "[ -f $RP_TMP/hung.rc ]"; el=$(( $(now_ms) - t ))
+q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'tls-hung'" >/dev/null
+wait_for 60 "[ -f $RP_TMP/hung.rc ]"
 grep -q 'canceling statement due to user request' "$RP_TMP/hung.out"; ok $? "hung TLS peer: cancel ends the handshake"
-cmp_ok "$el" -lt 30000 "... ${el} ms after pg_cancel_backend"
 # FATAL in the middle of a handshake: the backend exits through its exit
 # callbacks with a half-open TLS session; nothing crashes.
 in_hung_handshake tls-fatal
@@ -233,8 +216,7 @@ gpid=$(cat "$RP_TMP/redis-${PORT[good]}.pid")
 kill -STOP "$gpid"
 session_timed s "SELECT rp_ratelimit('tls-stop', 5, 1000)"  # on the server's clock
 kill -CONT "$gpid"
-is "$TIMED_OUT" "ERROR:  08006" "a TLS server stopped mid-session: command_timeout ends the call (08006)"
-cmp_ok "$TIMED_MS" -lt 10000 "... after ${TIMED_MS} ms (command_timeout 1000 ms)"
+is "$TIMED_OUT" "ERROR:  08006" "a TLS server stopped mid-session: command_timeout ends the call (08006, ${TIMED_MS:-?} ms)"
 is "$(session_q s "SELECT rp_ratelimit('tls-stop', 5, 1000)")" "t" "... and once it answers again the next call reconnects over TLS"
 
 # ---- H. memory: TLS sessions freed on every path --------------------------------
