@@ -6,7 +6,7 @@
 # Backend exit releases whatever the session still holds.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 22
+plan 21
 held() { q "SELECT (rp_lock_info('$1')).held"; }
 # in_s SQL OUTPUT DESCRIPTION: session s runs SQL; its output, on one line, is OUTPUT.
 in_s() { is "$(echo $(session_q s "$1"))" "$2" "$3"; }
@@ -58,11 +58,10 @@ in_s "BEGIN; SELECT rp_acquire_xact('x7', 30000, 0, 0, true) IS NOT NULL; INSERT
 # Release at transaction end never raises, even with Redis hung.
 session_q s "BEGIN; SELECT rp_acquire_xact('x8', 2000) IS NOT NULL" >/dev/null
 kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
-# Timed by the server (session_timed): a loaded client adds nothing.
-session_timed s "COMMIT"; out=$TIMED_OUT el=$TIMED_MS
+# (How long the COMMIT takes: test/timing/xact_and_exit.sh.)
+out=$(session_q s "COMMIT")
 kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
 echo "$out" | grep -q "^WARNING" && ! echo "$out" | grep -q "ERROR"; ok $? "COMMIT with Redis hung: a WARNING, not an error"
-cmp_ok "$el" -lt 3000 "and the commit is not held up past the cleanup deadline ($el ms)"
 is "$(session_q s "SELECT count(*) FROM rp_leases()")" "0" "the session no longer believes it holds the lease"
 # Redis may still run the buffered release when it wakes; if it did not, the
 # lease is bounded by its TTL: the key is gone, or carries a TTL <= 2 s.
