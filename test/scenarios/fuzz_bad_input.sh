@@ -17,18 +17,19 @@
 # function is called).
 #
 # Asserted: the postmaster never restarted and every process is still there;
-# each call returned within a bound; every failure is a documented SQLSTATE
+# every failure is a documented SQLSTATE
 # (never XX000, never a connection or cancel error); a call with exactly one
 # bad argument raises exactly 22004 (NULL) or 22023 (out of range, empty);
 # a call with any bad argument never returns a result (so NULL never means
 # both "bad input" and "not acquired"); and normal calls work afterwards.
+# That each call returned within a bound: test/timing/fuzz_bad_input.sh.
 #
 # RP_FUZZ_LONG=1: 5000 random combinations per function (100,000+ calls).
 # RP_FUZZ_SEED: the random seed (default fixed; the long run picks one and
 # prints it).
 source "$(dirname "$0")/tap.bash"
 FUZZ_SQL="$(cd "$(dirname "$0")/../fuzz" && pwd)/fuzz.sql"
-plan 15
+plan 14
 
 if [ "${RP_FUZZ_LONG:-0}" = 1 ]; then
 	NRANDOM=5000 MIN_TOTAL=100000 SEED=${RP_FUZZ_SEED:-0.$RANDOM}
@@ -37,10 +38,7 @@ else
 fi
 # A call is bounded by lock_timeout (100 ms) and, for each Redis round trip,
 # by connect_timeout and command_timeout, set to 30 s for the batches: a
-# loaded machine slows a 1 MB call from a few hundred ms to seconds, never to
-# 30 s, while a call hung on Redis ends there (08006, not an allowed state)
-# and, like one that waited past lock_timeout, fails the bound below.
-MAX_CALL_MS=20000
+# call hung on Redis ends there (08006, not an allowed state).
 diag "random combinations per function: $NRANDOM, seed $SEED"
 
 # Every SQLSTATE a bad argument may legitimately produce, and why.
@@ -187,8 +185,7 @@ show "SELECT fn, mode, expect, sqlstate, left(args, 120) FROM rp_fuzz.log WHERE 
 is "$(q "SELECT count(*) FROM rp_fuzz.log WHERE expect = 'error' AND sqlstate IS NULL")" "0" \
 	"any bad argument: an error, never a result (NULL never also means 'not acquired')"
 show "SELECT fn, left(args, 150) FROM rp_fuzz.log WHERE expect = 'error' AND sqlstate IS NULL"
-max_ms=$(q "SELECT round(max(ms))::int FROM rp_fuzz.log")
-cmp_ok "$max_ms" -lt "$MAX_CALL_MS" "the slowest call took ${max_ms} ms (bounded: lock_timeout, command_timeout 30 s)"
+diag "the slowest calls (ms, function, arguments):"
 show "SELECT round(ms), fn, left(args, 100) FROM rp_fuzz.log ORDER BY ms DESC" 3
 
 # Normal calls work afterwards, in a new session and in the same one.
