@@ -73,10 +73,9 @@ SELECT rp_release_all();
 SELECT is(rp_test.redis('SET', rp_test.key('busy', 'lock'), 'holder', 'NX', 'PX', '60000'), 'OK', 'a holder takes a 60 s lease');
 CREATE TEMP TABLE t0 AS SELECT clock_timestamp() AS t;
 SELECT is(rp_acquire('busy', 1000, 300), NULL, 'a waiter gives up with NULL at wait_ms');
--- The upper bound tells "gave up at wait_ms" from "waited for the holder's
--- 60 s" or overshot by seconds; 10 s leaves a loaded machine room to run
--- late (psql's own turn between the two statements counts too).
-SELECT ok(clock_timestamp() - (SELECT t FROM t0) BETWEEN interval '290 ms' AND interval '10 s',
+-- NULL tells "gave up at wait_ms" from "waited for the holder's 60 s"; how
+-- soon after wait_ms it gave up is test/timing/lock.sql's.
+SELECT ok(clock_timestamp() - (SELECT t FROM t0) >= interval '290 ms',
           'at the deadline, not before');
 
 -- lock_timeout ends a longer wait as it ends pg_advisory_lock's: 55P03.
