@@ -3,7 +3,7 @@
 #
 #  A. the master dies under load: the sentinels promote the replica, and the
 #     same PostgreSQL session's calls resume against the new master by
-#     themselves, within the failover time;
+#     themselves (within the failover time: test/timing/sentinel_failover_time.pl);
 #  B. replication is asynchronous, so a failover can lose the last fence
 #     counter increments: without a floor the counter goes backwards and
 #     re-issues a token a fenced table already accepted from another lease;
@@ -91,8 +91,6 @@ ok($first_ok ne '', "the same session's calls resume against the new master by t
 my $pause = ($first_ok || 0) - ($last_ok || 0);
 diag("failover A: last call served by the old master to first by the new one: $pause ms"
 	  . ' (kill to promotion seen by a sentinel: ' . ($promoted_at - $kill_at) . ' ms)');
-ok($first_ok ne '' && $last_ok ne '' && $pause < 20000,
-	"the pause is the failover time (sentinel down-after 1000 ms), not more ($pause ms)");
 cmp_ok(sql($node, "SELECT count(*) FROM sent_log WHERE ok AND fence IS NOT NULL AND at > to_timestamp($kill_at / 1000.0)"),
 	'>=', 10, 'leases are taken and fenced writes made on the new master');
 is(sql($node, "SELECT count(*) FROM sent_log WHERE NOT ok AND left(state, 5) NOT IN ('08001', '08006')"), '0',
