@@ -1,17 +1,18 @@
-# test/t/005_election_failover.pl -- two servers, one election: how fast does
+# test/t/005_election_failover.pl -- two servers, one election: how does
 # leadership move when the leader leaves cleanly, and when it stalls?
 #
 # The reference (README §3, lease 400 ms) measured a clean handover of 27 ms
 # (the leader released on stop) and a failover of 403 ms (the leader stalled,
 # the lease expired).  Here the leader is a whole PostgreSQL server: stopped
 # with pg_ctl (its elector resigns on SIGTERM), told to drop the election
-# with a reload, or its elector process frozen with SIGSTOP.
+# with a reload, or its elector process frozen with SIGSTOP.  How fast it
+# moves is test/timing/election_failover_time.pl's to bound; this file
+# asserts that it moves, and not before it may.
 use strict;
 use warnings;
 
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
 
 use RedisPrimitives::Test::Redis;
 use RedisPrimitives::Test::Node;
@@ -20,27 +21,6 @@ use RedisPrimitives::Test::Election;
 my $redis = RedisPrimitives::Test::Redis->new;
 my $leader_key = "rp:{$ELECTION}:leader";
 my $lock_key = "rp:{$ELECTION}:lock";
-
-# Redis MONITOR shows every command with Redis' own clock, and the commands a
-# script runs (its "lua" lines): what the electors did, in order, whatever
-# the load.  monitor_stop sends a marker and waits for it, so every command
-# Redis ran before the marker is in the file (nothing is cut off in transit).
-my $monitor_out = "$PostgreSQL::Test::Utils::tmp_check/monitor.out";
-sub monitor_start
-{
-	unlink $monitor_out;
-	my $h = IPC::Run::start([ $redis->cli_cmd, 'MONITOR' ], '<', \undef, '>', $monitor_out, '2>&1');
-	wait_until(sub { -s $monitor_out });
-	return $h;
-}
-sub monitor_stop
-{
-	my ($h) = @_;
-	$redis->cli('ECHO', 'rp-monitor-end');
-	wait_until(sub { slurp_file($monitor_out) =~ /rp-monitor-end/ });
-	$h->kill_kill;
-	return split /\n/, slurp_file($monitor_out);
-}
 
 my $n1 = election_node('n1', $redis);
 ok(wait_leader($n1, 'true', 30000) ne '', 'n1 (started first) is elected by its background elector');
@@ -67,48 +47,29 @@ for (1 .. 2)
 is($d, $LEASE - $MARGIN, 'n1 believes until its renewal\'s send + lease - margin, to the microsecond');
 
 # ---- clean handover: the leader's server stops ---------------------------
-# The waiters below give up after 30 s: how fast the takeover was is a
-# separate check on the time they measured.
-# n1's lease is 4 s for this part: the check is that n2 won sooner than
-# n1's last renewal would have expired, which a resign takes a renewal
-# period or two to do, and a 400 ms lease left that ~200 ms of room for an
-# elector descheduled on a loaded machine (a resign that does nothing still
-# takes the whole lease).  Reset when n1 starts again.
+# The waiters below give up after 30 s: how fast the takeover was is the
+# timing suite's to bound.  n1's lease is 4 s for this part (as there);
+# reset when n1 starts again.
 my $HANDOVER_LEASE = 4000;
 sql($n1, "ALTER SYSTEM SET redis_primitives.election_lease = $HANDOVER_LEASE; SELECT pg_reload_conf()");
 my $waiter = psql_start($n2, 'SELECT round(wait_leader(true, 30000))', qr/polling/);
 my $t0 = now_ms();
 # MONITOR from before the stop until n2 leads: the DEL of the leader key is
-# the resign, and n2's winning campaign (its HSET of the key) is timed
-# against n1's last renewal on Redis' clock, not on a loaded test's.
-my $monitor = monitor_start();
+# the resign.
+my $monitor = $redis->monitor_start;
 # a renewal with the 4 s lease: the elector has reloaded
-wait_until(sub { slurp_file($monitor_out) =~ /"SET" "\Q$lock_key\E" "election:n1#[^"]*" "PX" "$HANDOVER_LEASE"/ });
+wait_until(sub { $redis->monitor_text =~ /"SET" "\Q$lock_key\E" "election:n1#[^"]*" "PX" "$HANDOVER_LEASE"/ });
 $n1->stop('fast');
 my $t_stopped = now_ms();
 # Read at once: the term n1 held is gone (or already n2's), not left to
 # expire.  pg_ctl stop returns after the elector exited, so after its resign.
 my $owner_after_stop = $redis->cli('HGET', $leader_key, 'node');
 my $t1 = psql_finish($waiter);
-my @mon = monitor_stop($monitor);
+my @mon = $redis->monitor_stop($monitor);
 ok($t1 ne '', 'n2 takes over when n1 stops');
 diag('handover (leader\'s server stopped) ' . ($t1 ne '' ? $t1 - $t0 : '?') . ' ms (reference: 27 ms)');
 diag('n2 led ' . ($t1 ne '' ? $t1 - $t_stopped : '?') . ' ms after pg_ctl stop returned');
 ok($owner_after_stop ne 'n1', "right after the stop, n1 no longer owns the leader key (owner: '$owner_after_stop')");
-my ($renewed, $won);
-for (@mon)
-{
-	my ($ts) = /^(\d+\.\d+) / or next;
-	$renewed = $ts if !defined $won && /"SET" "\Q$lock_key\E" "election:n1#/;
-	$won = $ts if !defined $won && /"HSET" "\Q$leader_key\E" "node" "n2"/;
-}
-my $gap = defined $renewed && defined $won ? int(($won - $renewed) * 1000) : '';
-# A resign that does nothing leaves n2 to win only once n1's last renewal
-# has expired: a full lease after it, whatever the load.  The resign itself
-# comes within a renewal period of the last renewal, n2's next campaign
-# within another.
-ok($gap ne '' && $gap < $HANDOVER_LEASE,
-	"n2 won the term $gap ms after n1's last renewal (Redis' clock), before that renewal's lease ($HANDOVER_LEASE ms) ran out");
 ok($n1->log_contains('stepped down from "job"') && $n1->log_contains('the server is shutting down'),
 	'n1 logged that it stepped down because the server was shutting down');
 ok((grep { /"DEL" "\Q$leader_key\E"/ } @mon) > 0, "n1 resigned in Redis: its elector's resign script deleted the leader key as the server stopped");
@@ -124,11 +85,11 @@ sql($n2, "ALTER SYSTEM SET redis_primitives.elections = ''");
 # term in Redis must not be n2's any more.
 # MONITOR shows the resign's DEL whatever the load (a reading of the key
 # after the row is gone would find n2's lease expired on a slow machine).
-$monitor = monitor_start();
+$monitor = $redis->monitor_start;
 sql($n2, 'SELECT pg_reload_conf()');
 $n2->poll_query_until('postgres', 'SELECT count(*) = 0 FROM rp_elections()');
 my $owner_after_reload = $redis->cli('HGET', $leader_key, 'node');
-@mon = monitor_stop($monitor);
+@mon = $redis->monitor_stop($monitor);
 $t1 = psql_finish($waiter);
 ok($t1 ne '', 'n1 takes over when n2 drops the election on reload');
 diag('handover (election dropped on reload, elector resigns) ' . ($t1 ne '' ? $t1 - $t0 : '?') . ' ms');
@@ -160,7 +121,6 @@ my $failover = $t1 ne '' ? $t1 - $t0 : '';
 diag("failover (leader's elector SIGSTOPped) $failover ms, lease $LEASE ms (reference: 403 ms)");
 diag('n2 led ' . ($t1 ne '' && $last ne '' ? $t1 - $last : '?') . " ms after n1's last renewal was sent");
 ok($t1 ne '' && $last ne '' && $t1 - $last >= $LEASE, "n2 led only after a full lease since n1's last renewal was sent");
-ok($failover ne '' && $failover < 5 * $LEASE, "n2 leads within 5 leases of n1 stalling ($failover ms)");
 is($n1_now, 'f', 'the stalled n1 no longer believed it led when n2 took over');
 my $epoch2 = election($n2, 'epoch');
 ok($epoch2 =~ /^\d+$/ && $epoch2 > $epoch1, "n2 leads with a higher epoch ($epoch2 > $epoch1)");

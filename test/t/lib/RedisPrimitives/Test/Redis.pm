@@ -9,6 +9,7 @@
 #   my @masters = RedisPrimitives::Test::Redis->cluster(3);    # formed: check cluster_ok(@masters)
 #   $r->port;  $r->cli('GET', 'k');  $r->stop;    # SIGKILL
 #   $r->freeze;  $r->thaw;  $r->calls('evalsha');  $r->link_up;  $sentinel->master_port;  $sentinel->sees($m, $r, 2);
+#   my $h = $r->monitor_start;  $r->monitor_text;  my @lines = $r->monitor_stop($h);   # MONITOR
 #   my ($ok, @names) = $masters[0]->reshard_under_load($masters[1], 300, $node, log => 'mig', names => 6, ...);
 #   $node->append_conf('postgresql.conf', $redis->pg_conf);
 #
@@ -148,6 +149,31 @@ sub sees
 
 # Calls of a command so far (INFO commandstats): 'evalsha', 'cluster|slots'.
 sub calls { return ($_[0]->cli_ok('INFO', 'commandstats') // '') =~ /^cmdstat_\Q$_[1]\E:calls=(\d+)/m ? $1 : 0; }
+
+# Redis MONITOR shows every command with Redis' own clock, and the commands a
+# script runs (its "lua" lines): what the clients did, in order, whatever
+# the load.  monitor_start returns once MONITOR runs (into a file of this
+# server's); monitor_text is what it wrote so far; monitor_stop sends a
+# marker and waits for it, so every command Redis ran before the marker is
+# in the lines it returns (nothing is cut off in transit).
+sub monitor_start
+{
+	my ($self) = @_;
+	$self->{monitor_out} = "$PostgreSQL::Test::Utils::tmp_check/monitor_$self->{port}.out";
+	unlink $self->{monitor_out};
+	my $h = IPC::Run::start([ $self->cli_cmd, 'MONITOR' ], '<', \undef, '>', $self->{monitor_out}, '2>&1');
+	wait_until(sub { -s $self->{monitor_out} });
+	return $h;
+}
+sub monitor_text { return -e $_[0]->{monitor_out} ? PostgreSQL::Test::Utils::slurp_file($_[0]->{monitor_out}) : ''; }
+sub monitor_stop
+{
+	my ($self, $h) = @_;
+	$self->cli('ECHO', 'rp-monitor-end');
+	wait_until(sub { $self->monitor_text =~ /rp-monitor-end/ });
+	$h->kill_kill;
+	return split /\n/, $self->monitor_text;
+}
 
 # SIGSTOP / SIGCONT: the server stalls, with its connections open.
 sub freeze { $_[0]->{h}->signal('STOP') if $_[0]->{h}; return; }
