@@ -69,22 +69,30 @@ INSERT INTO sent_$t VALUES (1, 0, 0);
 }
 
 # A call every 20 ms: a lease on the floor of the fenced table, whose token
-# the table then takes.
-my $loader = lease_load($node, 'sent_log', 16, ['sent-acct'], q{PERFORM pg_sleep(0.02);
+# the table then takes.  The calls go on until the new master has served
+# ten (a row in sent_log_stop ends them): calls for a fixed 16 s ended
+# before a failover that a busy machine made slow, and "resume" had no call
+# left to resume.  Every wait here is on what the sentinels and the log
+# show, for 180 s at most: a Sentinel failover under load retries (a
+# promotion not seen within failover-timeout is abandoned, and tried again
+# after twice that).
+my $loader = lease_load($node, 'sent_log', 600, ['sent-acct'], q{PERFORM pg_sleep(0.02);
         l := rp_acquire(n, 2000, 0, rp_fence_floor('sent_acct'));
         IF l IS NOT NULL THEN
           UPDATE sent_acct SET fence = l.fence, writes = writes + 1 WHERE id = 1;
           PERFORM rp_release(l);
         END IF;});
-wait_until(sub { sql($node, 'SELECT count(*) FROM sent_log WHERE ok AND fence IS NOT NULL') >= 20 });
+wait_until(sub { sql($node, 'SELECT count(*) FROM sent_log WHERE ok AND fence IS NOT NULL') >= 20 }, 180);
 my $kill_at = now_ms();
 $pm->stop;
-ok(wait_until(sub { $sent[0]->master_port eq $pr->port }), 'the sentinels promote the replica');
+ok(wait_until(sub { $sent[0]->master_port eq $pr->port }, 180), 'the sentinels promote the replica');
 my $promoted_at = now_ms();
-psql_finish($loader);
 # The pause: from the last call served before the first failure to the first
 # call served after it.
 my $first_fail = "(SELECT min(at) FROM sent_log WHERE NOT ok AND at > to_timestamp($kill_at / 1000.0))";
+wait_until(sub { sql($node, "SELECT count(*) FROM sent_log WHERE ok AND fence IS NOT NULL AND at > $first_fail") >= 10 }, 180);
+sql($node, 'INSERT INTO sent_log_stop DEFAULT VALUES');
+psql_finish($loader);
 my $first_ok = ms_of("(SELECT min(at) FROM sent_log WHERE ok AND at > $first_fail)");
 my $last_ok = ms_of("(SELECT max(at) FROM sent_log WHERE ok AND at < $first_fail)");
 ok($first_ok ne '', "the same session's calls resume against the new master by themselves");
@@ -104,7 +112,7 @@ diag('load: ' . sql($node, "SELECT count(*) FILTER (WHERE ok) || ' calls ok, ' |
 # ---- B. a failover that loses counter increments ----------------------------
 # The old master comes back as a replica of the new one.
 $pm = $R->new(name => 'master', port => $pm->port, args => [ '--replicaof', '127.0.0.1', $pr->port ]);
-ok(wait_until(sub { $pm->link_up && !grep { !$_->sees($pr, $pm, 2) } @sent }),
+ok(wait_until(sub { $pm->link_up && !grep { !$_->sees($pr, $pm, 2) } @sent }, 180),
 	'the old master is back as a replica, and the sentinels see it');
 
 # WAIT is given 30 s (the default is 500 ms): a replica descheduled for half
@@ -156,7 +164,7 @@ $b->quit;
 
 $kill_at = now_ms();
 $pr->stop;
-ok( wait_until(sub { $sent[0]->master_port eq $pm->port })
+ok( wait_until(sub { $sent[0]->master_port eq $pm->port }, 180)
 	  && $node->poll_query_until('postgres', "SELECT NOT held FROM rp_lock_info('x')"),
 	'the lagging replica is promoted, and calls work against it');
 diag('failover B: kill to first call served: ' . (now_ms() - $kill_at) . ' ms');
