@@ -61,14 +61,16 @@ is( $standby->safe_psql('postgres',
 # A backend on the standby that cannot reach Redis when it exits (its
 # session points at a port where nothing listens) hands its lease to the
 # standby's background worker, which releases it: the worker drains its
-# queue in recovery too (it did not: the lease lived out its TTL).
+# queue in recovery too (it did not: the lease lived out its TTL).  The
+# lease is 600 s long and the release is waited for 120 s: far longer than
+# a busy machine delays it, far less than the TTL.
 my $dead = PostgreSQL::Test::Cluster::get_free_port();
 is( $standby->safe_psql('postgres',
-		"SELECT (rp_acquire('standby-orphan', 60000)).fence > 0; SET redis_primitives.port = $dead"),
+		"SELECT (rp_acquire('standby-orphan', 600000)).fence > 0; SET redis_primitives.port = $dead"),
 	't', 'a backend on the standby takes a lease, then loses its way to Redis and exits');
 my $t = now_ms();
-ok(wait_until(sub { $redis->cli('EXISTS', 'rp:{standby-orphan}:lock') eq '0' }, 20),
-	'the standby\'s worker releases the lease it handed over (' . (now_ms() - $t) . ' ms)');
+ok(wait_until(sub { $redis->cli('EXISTS', 'rp:{standby-orphan}:lock') eq '0' }, 120),
+	'the standby\'s worker releases the lease it handed over, not left for its TTL (' . (now_ms() - $t) . ' ms)');
 is( $standby->safe_psql('postgres', "SELECT value->>'n' || ' ' || fence FROM rp_fenced_read('job')"),
 	'1 1', 'rp_fenced_read reads the replicated store');
 ($rc, $out, $err) = $standby->psql('postgres', "SELECT rp_fenced_write('job', '{}', 2)",
