@@ -4,7 +4,7 @@
 # callable until granted, the functions withstand a hostile search_path at
 # call time, and the fence trigger reveals nothing the writer cannot read.
 source "$(dirname "$0")/tap.bash"
-plan 27
+plan 31
 
 q "DROP ROLE IF EXISTS rp_plain; CREATE ROLE rp_plain LOGIN" >/dev/null 2>&1
 q "DROP ROLE IF EXISTS rp_plain" "CREATE ROLE rp_plain LOGIN" >/dev/null
@@ -68,6 +68,34 @@ is "$(plain "SELECT rp_acquire('sec', 1000)")" "42501" "a plain user cannot call
 is "$(plain "SELECT * FROM rp_fenced_store")" "42501" "nor read the fenced store"
 q "GRANT EXECUTE ON FUNCTION rp_acquire(text, bigint, bigint, bigint), rp_release(text) TO rp_plain" >/dev/null
 is "$(plain_out "SELECT (rp_acquire('sec', 1000)).fence IS NOT NULL")" "t" "after GRANT EXECUTE it can"
+# What PUBLIC may use is what the docs say it may use: the table under
+# "granted to `PUBLIC`" in docs/security.md, and the README's sentence.
+public=$(q "SELECT string_agg(x, ' ' ORDER BY x) FROM (
+    SELECT p.oid::regprocedure::text AS x FROM pg_proc p
+    WHERE p.oid IN (SELECT objid FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'redis_primitives')
+                      AND classid = 'pg_proc'::regclass AND deptype = 'e')
+      AND (p.proacl IS NULL OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0))
+    UNION ALL
+    SELECT c.oid::regclass::text FROM pg_class c
+    WHERE c.oid IN (SELECT objid FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'redis_primitives')
+                      AND classid = 'pg_class'::regclass AND deptype = 'e')
+      AND EXISTS (SELECT FROM aclexplode(c.relacl) a WHERE a.grantee = 0)) AS granted")
+docs=$(dirname "$0")/../../docs/security.md readme=$(dirname "$0")/../../README.md
+documented=$(awk '/^\| granted to `PUBLIC`/ { on = 1; next } on && !/^\|/ { on = 0 } on' "$docs" |
+	grep -o '`rp_[a-z_]*\(()\)\?`' | tr -d '`' | LC_ALL=C sort -u | xargs)
+is "$documented" "$(tr ' ' '\n' <<<"$public" | LC_ALL=C sort -u | xargs)" \
+	"docs/security.md lists every object granted to PUBLIC, and only those"
+is "$(awk -v RS= '/`PUBLIC`/' "$readme" | grep -o '`rp_[a-z_]*\(()\)\?`' | tr -d '`()' | LC_ALL=C sort -u | xargs)" \
+	"$(tr -d '()' <<<"$public" | tr ' ' '\n' | LC_ALL=C sort -u | xargs)" "and so does the README"
+# A table owner creating a guard: the template check at CREATE TRIGGER runs
+# for a plain user too.
+q "SET client_min_messages = warning" "DROP SCHEMA IF EXISTS plain CASCADE" "CREATE SCHEMA plain AUTHORIZATION rp_plain" >/dev/null
+plain "CREATE TABLE plain.g (id int PRIMARY KEY, k int GENERATED ALWAYS AS (id + 1) STORED, fence_token bigint)" >/dev/null
+is "$(plain "CREATE TRIGGER g BEFORE INSERT OR UPDATE OR DELETE ON plain.g FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=g-{k}')")" \
+	"39P01" "a plain user's guard templated on a generated column is refused at CREATE TRIGGER"
+is "$(plain "CREATE TRIGGER g2 BEFORE INSERT OR UPDATE OR DELETE ON plain.g FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=g-{id}')")" \
+	"OK" "and one templated on an ordinary column is created"
+q "DROP SCHEMA plain CASCADE" >/dev/null
 
 # 5. The trigger reveals the stored token only to a writer who may read it.
 q "SET client_min_messages = warning" "DROP TABLE IF EXISTS sec_acct" "CREATE TABLE sec_acct (id int PRIMARY KEY, balance int, fence_token bigint)" \

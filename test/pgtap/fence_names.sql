@@ -1,0 +1,275 @@
+-- A row's lock name is the same for every session, and a guard's coverage
+-- is checked everywhere it can be lost.
+--
+-- A lock-bound guard (rp_fence_guard('fence_token', 'lock=job-{ts}')) binds
+-- each row to the lease of the name it renders from the row.  The checks
+-- below ask the guard which name it wants (the name in its RP004 "no lease
+-- on" message) for one row under different session settings: one row must
+-- have one name.  The naive twin is the rendering with the session's own
+-- output settings ('job-' || ts), which gives one name per setting.
+-- test/scenarios/fence_names.sh does the same for random rows of every
+-- built-in type under random settings.
+--
+-- New functions are called through pg_temp.try, so that on a build without
+-- them the checks fail one by one instead of aborting the file.
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT plan(39);
+
+-- try(sql): the first column of the first row of sql as text, or
+-- 'ERROR <sqlstate>: <message>'.
+CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+  EXECUTE q INTO r;
+  RETURN r;
+EXCEPTION WHEN OTHERS THEN
+  RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
+END $$;
+-- rows(sql): every row of sql (one text column), one per line, in order.
+CREATE FUNCTION pg_temp.rows(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+  EXECUTE format('SELECT coalesce(string_agg(x, E''\n''), '''') FROM (%s) AS t(x)', q) INTO r;
+  RETURN r;
+EXCEPTION WHEN OTHERS THEN
+  RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
+END $$;
+-- demanded(sql): the lock name the guard asks a lease for when sql runs
+-- without one; the write is rolled back.
+CREATE FUNCTION pg_temp.demanded(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE msg text;
+BEGIN
+  EXECUTE q;
+  RAISE EXCEPTION 'passed' USING ERRCODE = 'P0001';
+EXCEPTION
+  WHEN SQLSTATE 'RP004' THEN
+    GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+    RETURN substring(msg FROM '^no lease on "(.*)" for a write to table "[^"]*"$');
+  WHEN OTHERS THEN
+    RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
+END $$;
+-- set_all('TimeZone=Asia/Tokyo;DateStyle=SQL, DMY'): set each, for the
+-- transaction.
+CREATE FUNCTION pg_temp.set_all(settings text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE s text;
+BEGIN
+  FOREACH s IN ARRAY string_to_array(settings, ';') LOOP
+    PERFORM set_config(split_part(s, '=', 1), split_part(s, '=', 2), true);
+  END LOOP;
+END $$;
+-- under(settings, sql): pg_temp.demanded(sql) with the settings set for
+-- the call only.
+CREATE FUNCTION pg_temp.under(settings text, q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+  PERFORM pg_temp.set_all(settings);
+  r := pg_temp.demanded(q);
+  RESET ALL;
+  RETURN r;
+END $$;
+-- naive(settings, sql): pg_temp.try(sql) with the settings set for the call.
+CREATE FUNCTION pg_temp.naive(settings text, q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+  PERFORM pg_temp.set_all(settings);
+  r := pg_temp.try(q);
+  RESET ALL;
+  RETURN r;
+END $$;
+-- names(q, settings[]): the distinct names q gets under each settings.
+CREATE FUNCTION pg_temp.names(q text, variants text[]) RETURNS text LANGUAGE sql AS $$
+  SELECT string_agg(DISTINCT pg_temp.under(v, q), ' | ') FROM unnest(variants) AS v
+$$;
+
+-- ---------------------------------------------------------------------------
+-- 1. The name does not depend on the writing session's settings.
+-- ---------------------------------------------------------------------------
+CREATE TABLE job (ts timestamptz PRIMARY KEY, runs int NOT NULL DEFAULT 0, fence_token bigint);
+CREATE TRIGGER job_fence BEFORE INSERT OR UPDATE OR DELETE ON job
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=job-{ts}');
+SET LOCAL session_replication_role = replica;
+INSERT INTO job VALUES ('2024-01-01 00:00:00+00', 0, 0);
+SET LOCAL session_replication_role = origin;
+
+-- The naive twin: the session's own text of the value.
+SELECT is((SELECT count(DISTINCT pg_temp.naive(v, $$SELECT 'job-' || ts FROM job$$))
+           FROM unnest(ARRAY['TimeZone=UTC', 'TimeZone=Asia/Tokyo', 'TimeZone=America/St_Johns']) AS v),
+          3::bigint, 'naive: the session''s own text of one timestamptz gives three names under three time zones');
+SELECT is(pg_temp.names('UPDATE job SET runs = runs + 1',
+                        ARRAY['TimeZone=UTC', 'TimeZone=Asia/Tokyo', 'TimeZone=America/St_Johns',
+                              'TimeZone=Asia/Tokyo;DateStyle=SQL, DMY', 'DateStyle=German',
+                              'DateStyle=Postgres, MDY;TimeZone=America/New_York']),
+          'job-2024-01-01 00:00:00+00',
+          'timestamptz: one name under every TimeZone and DateStyle, in UTC and ISO form');
+SELECT is(pg_temp.under('TimeZone=Asia/Tokyo', 'DELETE FROM job'), 'job-2024-01-01 00:00:00+00',
+          'a DELETE in a Tokyo session asks for the same name');
+
+CREATE TABLE d (k date PRIMARY KEY, fence_token bigint);
+CREATE TRIGGER d_fence BEFORE INSERT OR UPDATE OR DELETE ON d
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=d-{k}');
+SELECT is(pg_temp.names($$INSERT INTO d VALUES ('2024-03-04')$$,
+                        ARRAY['DateStyle=ISO, MDY', 'DateStyle=SQL, DMY', 'DateStyle=German', 'DateStyle=Postgres, YMD']),
+          'd-2024-03-04', 'date: one name under four DateStyles');
+
+CREATE TABLE iv (k interval PRIMARY KEY, fence_token bigint);
+CREATE TRIGGER iv_fence BEFORE INSERT OR UPDATE OR DELETE ON iv
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=iv-{k}');
+SELECT is(pg_temp.names($$INSERT INTO iv VALUES ('1 day 02:03:04')$$,
+                        ARRAY['IntervalStyle=postgres', 'IntervalStyle=postgres_verbose',
+                              'IntervalStyle=sql_standard', 'IntervalStyle=iso_8601']),
+          'iv-1 day 02:03:04', 'interval: one name under four IntervalStyles');
+
+CREATE TABLE b (k bytea PRIMARY KEY, fence_token bigint);
+CREATE TRIGGER b_fence BEFORE INSERT OR UPDATE OR DELETE ON b
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=b-{k}');
+SELECT is(pg_temp.names($$INSERT INTO b VALUES ('\x0102ff')$$,
+                        ARRAY['bytea_output=hex', 'bytea_output=escape']),
+          'b-\x0102ff', 'bytea: one name under both bytea_outputs');
+
+CREATE TABLE f (k float8 PRIMARY KEY, fence_token bigint);
+CREATE TRIGGER f_fence BEFORE INSERT OR UPDATE OR DELETE ON f
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=f-{k}');
+SELECT is(pg_temp.names($$INSERT INTO f VALUES (0.1::float8 + 0.2::float8)$$,
+                        ARRAY['extra_float_digits=1', 'extra_float_digits=0', 'extra_float_digits=-3', 'extra_float_digits=3']),
+          'f-0.30000000000000004', 'float8: one name under every extra_float_digits, the shortest exact form');
+
+CREATE TABLE r (k tstzrange, a timestamptz[], fence_token bigint);
+CREATE TRIGGER r_fence BEFORE INSERT OR UPDATE OR DELETE ON r
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=r-{k}-{a}');
+SELECT is(pg_temp.names($$INSERT INTO r VALUES ('[2024-01-01 00:00+00, 2024-01-02 00:00+00)', '{2024-01-01 00:00+00}')$$,
+                        ARRAY['TimeZone=UTC', 'TimeZone=Asia/Tokyo;DateStyle=SQL, DMY']),
+          'r-["2024-01-01 00:00:00+00","2024-01-02 00:00:00+00")-{"2024-01-01 00:00:00+00"}',
+          'a range and an array of timestamptz: one name, their elements in the same form');
+
+-- rp_lock_name gives applications that name without rendering it themselves.
+SET LOCAL TimeZone = 'Asia/Tokyo';
+SELECT is(pg_temp.try($$SELECT rp_lock_name('job', j) FROM job j$$), 'job-2024-01-01 00:00:00+00',
+          'rp_lock_name(table, row) in a Tokyo session: the name the guard asks for');
+SELECT is(pg_temp.try($$SELECT rp_lock_name('job', '{"ts": "2024-01-01 09:00:00+09"}'::jsonb)$$),
+          'job-2024-01-01 00:00:00+00', 'rp_lock_name(table, jsonb): the name of a row given by its values');
+SELECT is(pg_temp.try($$SELECT rp_lock_name('job', ROW('2024-01-01 09:00+09', 0, NULL)::job)$$),
+          'job-2024-01-01 00:00:00+00', 'rp_lock_name(table, ROW(...)::table): a row that is not stored');
+SELECT is(pg_temp.try($$SELECT rp_lock_name('job', '{"runs": 1}'::jsonb)$$)::varchar(11), 'ERROR 22004',
+          'rp_lock_name: a template column missing from the values: 22004, as the guard refuses a NULL');
+SELECT is(pg_temp.try($$SELECT rp_lock_name('job', ROW('2024-01-01', NULL)::d)$$)::varchar(11), 'ERROR 42703',
+          'rp_lock_name: a row without the template''s column: 42703');
+CREATE TABLE job_text (ts text);
+SELECT is(pg_temp.try($$SELECT rp_lock_name('job', ROW('2024-01-01')::job_text)$$)::varchar(11), 'ERROR 42804',
+          'rp_lock_name: a row whose column has another type: 42804');
+SELECT is(pg_temp.try($$SELECT rp_lock_name('job', '2024-01-01'::text)$$)::varchar(11), 'ERROR 42804',
+          'rp_lock_name: neither a row nor jsonb: 42804');
+CREATE TABLE plain (id int);
+SELECT is(pg_temp.try($$SELECT rp_lock_name('plain', '{"id": 1}'::jsonb)$$)::varchar(11), 'ERROR 22023',
+          'rp_lock_name: a table without a lock-bound guard: 22023');
+-- The name works: a lease on it lets the Tokyo session write, and a UTC one.
+SELECT lives_ok($$SELECT rp_acquire(rp_lock_name('job', j), 10000) FROM job j$$,
+                'rp_acquire(rp_lock_name(''job'', j)) in a Tokyo session');
+SELECT lives_ok($$UPDATE job SET runs = runs + 1$$, 'that session writes the row');
+SET LOCAL TimeZone = 'UTC';
+SELECT lives_ok($$UPDATE job SET runs = runs + 1$$, 'and so it does with TimeZone UTC');
+RESET TimeZone;
+SELECT rp_release_all();
+
+-- ---------------------------------------------------------------------------
+-- Types whose text is not a value's own: refused when the trigger is created.
+-- ---------------------------------------------------------------------------
+CREATE TABLE rc (k regclass, l regclass[], fence_token bigint);
+SELECT throws_ok($$CREATE TRIGGER rc_fence BEFORE INSERT OR UPDATE OR DELETE ON rc
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=rc-{k}')$$, '39P01', NULL,
+  'CREATE TRIGGER refuses a template on a regclass column (its text follows search_path)');
+SELECT throws_ok($$CREATE TRIGGER rc_fence2 BEFORE INSERT OR UPDATE OR DELETE ON rc
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=rc-{l}')$$, '39P01', NULL,
+  'and on an array of regclass');
+DROP TRIGGER IF EXISTS rc_fence ON rc;
+DROP TRIGGER IF EXISTS rc_fence2 ON rc;
+SET LOCAL check_function_bodies = off;
+CREATE TRIGGER rc_fence BEFORE INSERT OR UPDATE OR DELETE ON rc
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=rc-{k}');
+RESET check_function_bodies;
+SELECT is(pg_temp.rows($$SELECT problem FROM rp_fence_check('rc')$$),
+  'lock name template "rc-{k}" names column "k" of type regclass, whose text depends on search_path or on the catalog',
+  'rp_fence_check reports it (created with check_function_bodies off, as pg_dump restores)');
+SELECT throws_ok($$INSERT INTO rc VALUES ('rc', NULL, 0)$$, '39P01', NULL, 'and the guard refuses to run');
+
+-- ---------------------------------------------------------------------------
+-- 2. A template on a generated column.
+-- ---------------------------------------------------------------------------
+CREATE TABLE gen (id int PRIMARY KEY, k int GENERATED ALWAYS AS (id * 10) STORED, fence_token bigint);
+SELECT throws_ok($$CREATE TRIGGER gen_fence BEFORE INSERT OR UPDATE OR DELETE ON gen
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=gen-{k}')$$, '39P01', NULL,
+  'CREATE TRIGGER refuses a template on a generated column');
+SELECT throws_ok($$CREATE TRIGGER gen_fence2 BEFORE INSERT OR UPDATE OR DELETE ON gen
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('k', 'lock=gen-{id}')$$, '39P01', NULL,
+  'and a generated token column');
+DROP TRIGGER IF EXISTS gen_fence ON gen;
+DROP TRIGGER IF EXISTS gen_fence2 ON gen;
+SET LOCAL check_function_bodies = off;
+CREATE TRIGGER gen_fence BEFORE INSERT OR UPDATE OR DELETE ON gen
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=gen-{k}');
+RESET check_function_bodies;
+SELECT is(pg_temp.rows($$SELECT problem FROM rp_fence_check('gen')$$),
+  'lock name template "gen-{k}" names column "k", a generated column: it is computed after BEFORE triggers, so the guard would see NULL on INSERT and the old value on UPDATE',
+  'rp_fence_check reports the generated template column');
+SET LOCAL session_replication_role = replica;
+INSERT INTO gen (id) VALUES (1);
+SET LOCAL session_replication_role = origin;
+SELECT lives_ok($$SELECT rp_acquire('gen-10', 10000)$$, 'a lease on the row''s current name gen-10');
+-- The hole: the guard saw the old k (10) and wanted no lease on gen-20.
+SELECT throws_ok($$UPDATE gen SET id = 2$$, '39P01', NULL,
+  'a renaming UPDATE holding only the old name''s lease is refused (the guard refuses to run)');
+SELECT rp_release_all();
+
+-- ---------------------------------------------------------------------------
+-- 3. Partitions and inheritance children.
+-- ---------------------------------------------------------------------------
+CREATE TABLE pj (id int, region text, fence_token bigint) PARTITION BY LIST (region);
+CREATE TABLE pj_eu PARTITION OF pj FOR VALUES IN ('eu');
+CREATE TABLE pj_us PARTITION OF pj FOR VALUES IN ('us');
+CREATE TABLE pj_as PARTITION OF pj FOR VALUES IN ('as', 'oc') PARTITION BY LIST (region);
+CREATE TABLE pj_oc PARTITION OF pj_as FOR VALUES IN ('oc');
+CREATE TRIGGER pj_fence BEFORE INSERT OR UPDATE OR DELETE ON pj
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=pj-{id}');
+SELECT is(pg_temp.rows($$SELECT relation::text || ' ' || problem FROM rp_fence_check('pj')$$), '',
+  'rp_fence_check(partitioned table): nothing to report while every partition carries the guard');
+ALTER TABLE pj_eu DISABLE TRIGGER pj_fence;
+ALTER TABLE pj_oc ENABLE REPLICA TRIGGER pj_fence;
+-- The hole: writes through the parent pass with no lease and no token.
+SELECT lives_ok($$INSERT INTO pj VALUES (1, 'eu'), (2, 'oc')$$,
+  'naive: INSERTs through the parent into those partitions pass without a lease');
+SELECT is((SELECT count(*) FROM pj WHERE fence_token IS NULL), 2::bigint, 'naive: and leave no token');
+SELECT is(pg_temp.rows($$SELECT relation::text || ' ' || trigger_name || ': ' || problem FROM rp_fence_check('pj') ORDER BY 1$$),
+  E'pj_eu pj_fence: is disabled\npj_oc pj_fence: fires only when session_replication_role is replica',
+  'rp_fence_check(parent) reports each partition whose guard is off, sub-partitions included');
+SELECT is(pg_temp.rows($$SELECT relation::text || ' ' || problem FROM rp_fence_check('pj_as')$$),
+  'pj_oc fires only when session_replication_role is replica', 'rp_fence_check(sub-partitioned table) too');
+ALTER TABLE pj_eu ENABLE TRIGGER pj_fence;
+ALTER TABLE pj_oc ENABLE TRIGGER pj_fence;
+SELECT is(pg_temp.rows($$SELECT relation::text FROM rp_fence_check('pj')$$), '', 'enabled again: nothing to report');
+
+CREATE TABLE ih (id int, fence_token bigint);
+CREATE TRIGGER ih_fence BEFORE INSERT OR UPDATE OR DELETE ON ih
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=ih-{id}');
+CREATE TABLE ih_child (note text) INHERITS (ih);
+CREATE TABLE ih_other (note text) INHERITS (ih);
+CREATE TRIGGER ih_fence BEFORE INSERT OR UPDATE OR DELETE ON ih_other
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=other-{id}');
+SET LOCAL session_replication_role = replica;
+INSERT INTO ih_child VALUES (1, 5, 'x');
+SET LOCAL session_replication_role = origin;
+SELECT lives_ok($$UPDATE ih SET fence_token = 1 WHERE id = 1$$,
+  'the hole: an UPDATE through the parent of a child''s row passes without a lease (the child has no guard)');
+SELECT is(pg_temp.rows($$SELECT relation::text || ' ' || coalesce(trigger_name, '-') || ': ' || problem FROM rp_fence_check('ih') ORDER BY 1$$),
+  E'ih_child ih_fence: has no copy of guard "ih_fence" of "ih": its rows are not guarded as the parent''s are\n'
+  || E'ih_other ih_fence: has no copy of guard "ih_fence" of "ih": its rows are not guarded as the parent''s are',
+  'rp_fence_check(parent) reports the child without the guard and the child with another template');
+
+-- ---------------------------------------------------------------------------
+-- 4. rp_fence_check of a relation that does not exist.
+-- ---------------------------------------------------------------------------
+SELECT throws_ok($$SELECT * FROM rp_fence_check(0)$$, '42P01', NULL, 'rp_fence_check(0): 42P01');
+SELECT throws_ok($$SELECT * FROM rp_fence_check(NULL)$$, '22004', NULL, 'rp_fence_check(NULL): 22004, as before');
+SELECT is(pg_temp.try($$SELECT rp_lock_name(0, '{}'::jsonb)$$)::varchar(11), 'ERROR 42P01', 'rp_lock_name(0, ...): 42P01');
+
+SELECT * FROM finish();
+ROLLBACK;
