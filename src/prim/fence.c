@@ -42,6 +42,7 @@
 #include "nodes/bitmapset.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -111,36 +112,54 @@ rp_stamp(RpGuard *g, Relation rel, HeapTuple tuple, int64 fence, MemoryContext c
 	return heap_modify_tuple(tuple, desc, values, nulls, repl);
 }
 
-/* The lock name of tuple, rendered from the template. */
+/*
+ * The lock name of tuple, rendered from the template the same way in every
+ * session (fence_name.c).
+ */
 static char *
-rp_lock_name(RpGuard *g, Relation rel, HeapTuple tuple)
+rp_row_name(RpGuard *g, Relation rel, HeapTuple tuple)
 {
-	StringInfoData s;
 	TupleDesc	desc = RelationGetDescr(rel);
+	Datum	   *values = palloc0(sizeof(Datum) * g->nparts);
+	bool	   *isnull = palloc0(sizeof(bool) * g->nparts);
 
-	initStringInfo(&s);
 	for (int i = 0; i < g->nparts; i++)
+		if (!g->parts[i].text)
+			values[i] = heap_getattr(tuple, g->parts[i].attnum, desc, &isnull[i]);
+	return rp_name_render(g, RelationGetRelationName(rel), values, isnull);
+}
+
+/*
+ * The lock names of the old and the new row (either may be NULL), the name
+ * rendered once when the template's columns did not change (the usual
+ * UPDATE): the same bytes render as the same text.
+ */
+static void
+rp_row_names(RpGuard *g, Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
+			 char **oldname, char **newname)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	bool		same = oldtuple && newtuple;
+
+	for (int i = 0; same && i < g->nparts; i++)
 	{
 		RpNamePart *p = &g->parts[i];
-		bool		isnull;
-		Datum		d;
+		Form_pg_attribute att;
+		Datum		a;
+		Datum		b;
+		bool		anull;
+		bool		bnull;
 
 		if (p->text)
-		{
-			appendStringInfoString(&s, p->text);
 			continue;
-		}
-		d = heap_getattr(tuple, p->attnum, desc, &isnull);
-		if (isnull)
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("column \"%s\" of table \"%s\" is NULL, so the row has no lock name",
-							NameStr(TupleDescAttr(desc, p->attnum - 1)->attname),
-							RelationGetRelationName(rel)),
-					 errdetail("The guard's lock name template is \"%s\".", g->target)));
-		appendStringInfoString(&s, OutputFunctionCall(&p->out, d));
+		att = TupleDescAttr(desc, p->attnum - 1);
+		a = heap_getattr(oldtuple, p->attnum, desc, &anull);
+		b = heap_getattr(newtuple, p->attnum, desc, &bnull);
+		same = anull == bnull &&
+			(anull || datumIsEqual(a, b, att->attbyval, att->attlen));
 	}
-	return s.data;
+	*newname = newtuple ? rp_row_name(g, rel, newtuple) : NULL;
+	*oldname = !oldtuple ? NULL : same ? *newname : rp_row_name(g, rel, oldtuple);
 }
 
 /*
@@ -327,12 +346,7 @@ rp_guard_bound(RpGuard *g, TriggerData *trigdata, MemoryContext cxt)
 		oldtuple = trigdata->tg_trigtuple;
 
 	if (g->kind == RP_GUARD_LOCK)
-	{
-		if (newtuple)
-			newname = rp_lock_name(g, rel, newtuple);
-		if (oldtuple)
-			oldname = rp_lock_name(g, rel, oldtuple);
-	}
+		rp_row_names(g, rel, oldtuple, newtuple, &oldname, &newname);
 	else
 		newname = oldname = (char *) g->target;
 

@@ -2,25 +2,33 @@
  *
  * fence_def.c
  *		What a fence guard's trigger definition means, and everything that
- *		stops it from guarding: rp_guard_parse, and the SQL function
- *		rp_fence_check(regclass) that reports it.
+ *		stops it from guarding: rp_guard_parse; the SQL function
+ *		rp_fence_check(regclass) that reports it for a table, its partitions
+ *		and its inheritance children; and the event trigger that refuses, at
+ *		CREATE TRIGGER, a guard whose columns can never work.
  *
  * Before editing, know this: a guard with any problem listed here refuses
  * to run (fence.c raises the first one), so a check added here is a check
  * every existing guard must pass; keep each one something that really
- * leaves writes unguarded.
+ * leaves writes unguarded.  A problem marked at_create is refused at CREATE
+ * TRIGGER too (unless check_function_bodies is off, as in a pg_dump
+ * restore): only those no later DDL of another object can cure.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "parser/parse_func.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 
 #include "elector.h"
@@ -45,6 +53,13 @@ rp_problem(RpGuard *g, int code, const char *hint, const char *fmt,...)
 	p->msg = pstrdup(buf);
 	p->hint = hint ? pstrdup(hint) : NULL;
 	g->problems = lappend(g->problems, p);
+}
+
+/* The problem just added is one CREATE TRIGGER refuses too. */
+static void
+rp_problem_at_create(RpGuard *g)
+{
+	((RpProblem *) llast(g->problems))->at_create = true;
 }
 
 /*
@@ -104,13 +119,32 @@ rp_parse_template(RpGuard *g, TupleDesc desc, const char *tmpl)
 			}
 			part = palloc0(sizeof(RpNamePart));
 			part->attnum = attnum;
+			part->column = col;
 			{
+				Form_pg_attribute att = TupleDescAttr(desc, attnum - 1);
 				Oid			outfn;
 				bool		varlena;
+				Oid			refused = InvalidOid;
 
-				getTypeOutputInfo(TupleDescAttr(desc, attnum - 1)->atttypid,
-								  &outfn, &varlena);
+				getTypeOutputInfo(att->atttypid, &outfn, &varlena);
 				fmgr_info_cxt(outfn, &part->out, CurrentMemoryContext);
+				part->pins = rp_name_type_pins(att->atttypid, &refused);
+				if (OidIsValid(refused))
+				{
+					rp_problem(g, RP_MISUSE,
+							   "Template the name on a column that holds the value itself: an oid, or the object's name as text.",
+							   "lock name template \"%s\" names column \"%s\" of type %s, whose text depends on search_path or on the catalog",
+							   tmpl, col, format_type_be(att->atttypid));
+					rp_problem_at_create(g);
+				}
+				if (att->attgenerated)
+				{
+					rp_problem(g, RP_MISUSE,
+							   "Template the name on the columns the generated column is computed from.",
+							   "lock name template \"%s\" names column \"%s\", a generated column: it is computed after BEFORE triggers, so the guard would see NULL on INSERT and the old value on UPDATE",
+							   tmpl, col);
+					rp_problem_at_create(g);
+				}
 			}
 			parts = lappend(parts, part);
 			p = end + 1;
@@ -223,9 +257,12 @@ rp_guard_parse(Relation rel, Trigger *trig, RpGuard *g)
 						   g->column, RelationGetRelationName(rel),
 						   format_type_be(g->typid));
 			if (att->attgenerated)
+			{
 				rp_problem(g, RP_MISUSE, NULL,
 						   "column \"%s\" of table \"%s\" is a generated column: it is computed after BEFORE triggers and would not be the token the guard checked",
 						   g->column, RelationGetRelationName(rel));
+				rp_problem_at_create(g);
+			}
 		}
 	}
 	if (g->kind == RP_GUARD_LOCK)
@@ -287,34 +324,59 @@ rp_guard_parse(Relation rel, Trigger *trig, RpGuard *g)
 }
 
 /* ------------------------------------------------------------------------
- * rp_fence_check(regclass) -> setof (trigger_name, problem, hint)
+ * rp_fence_check(regclass) -> setof (trigger_name, problem, hint, relation)
  * ------------------------------------------------------------------------
  */
 
-PG_FUNCTION_INFO_V1(rp_fence_check);
-Datum
-rp_fence_check(PG_FUNCTION_ARGS)
+/* The rp_fence_guard of the schema of the function fcinfo calls. */
+static Oid
+rp_guard_fn(FunctionCallInfo fcinfo)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			relid;
-	Oid			guardfn;
-	Relation	rel;
+	char	   *schema = get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid));
+
+	return LookupFuncName(list_make2(makeString(schema), makeString("rp_fence_guard")),
+						  0, NULL, false);
+}
+
+static void
+rp_check_row(ReturnSetInfo *rsinfo, Oid relid, const char *tgname,
+			 const char *problem, const char *hint)
+{
+	Datum		values[4];
+	bool		nulls[4] = {tgname == NULL, false, hint == NULL, false};
+
+	values[0] = tgname ? CStringGetTextDatum(tgname) : (Datum) 0;
+	values[1] = CStringGetTextDatum(problem);
+	values[2] = hint ? CStringGetTextDatum(hint) : (Datum) 0;
+	values[3] = ObjectIdGetDatum(relid);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/* Whether two triggers have the same arguments. */
+static bool
+rp_same_args(Trigger *a, Trigger *b)
+{
+	if (a->tgnargs != b->tgnargs)
+		return false;
+	for (int i = 0; i < a->tgnargs; i++)
+		if (strcmp(a->tgargs[i], b->tgargs[i]) != 0)
+			return false;
+	return true;
+}
+
+/*
+ * Report every problem of every guard of rel; with parent (the table
+ * rp_fence_check was asked about, rel being one of its partitions or
+ * inheritance children), also each guard of parent that rel has no copy
+ * of: a partition gets one at CREATE TRIGGER or ATTACH PARTITION, an
+ * inheritance child never.  Returns the number of guards rel has.
+ */
+static int
+rp_check_relation(ReturnSetInfo *rsinfo, Oid guardfn, Relation rel, Relation parent)
+{
 	int			nguards = 0;
-	char	   *schema;
+	Oid			relid = RelationGetRelid(rel);
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("fenced_table must not be NULL")));
-	relid = PG_GETARG_OID(0);
-	InitMaterializedSRF(fcinfo, 0);
-
-	/* The guard is the rp_fence_guard of this function's own schema. */
-	schema = get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid));
-	guardfn = LookupFuncName(list_make2(makeString(schema), makeString("rp_fence_guard")),
-							 0, NULL, false);
-
-	rel = relation_open(relid, AccessShareLock);
 	for (int i = 0; rel->trigdesc && i < rel->trigdesc->numtriggers; i++)
 	{
 		Trigger    *t = &rel->trigdesc->triggers[i];
@@ -333,25 +395,144 @@ rp_fence_check(PG_FUNCTION_ARGS)
 		foreach(lc, g.problems)
 		{
 			RpProblem  *p = lfirst(lc);
-			Datum		values[3];
-			bool		nulls[3] = {false, false, false};
 
-			values[0] = CStringGetTextDatum(t->tgname);
-			values[1] = CStringGetTextDatum(p->msg);
-			values[2] = p->hint ? CStringGetTextDatum(p->hint) : (Datum) 0;
-			nulls[2] = p->hint == NULL;
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			rp_check_row(rsinfo, relid, t->tgname, p->msg, p->hint);
+		}
+	}
+	for (int i = 0; parent && parent->trigdesc && i < parent->trigdesc->numtriggers; i++)
+	{
+		Trigger    *pt = &parent->trigdesc->triggers[i];
+		bool		copied = false;
+
+		if (pt->tgfoid != guardfn)
+			continue;
+		for (int j = 0; rel->trigdesc && j < rel->trigdesc->numtriggers && !copied; j++)
+			copied = rel->trigdesc->triggers[j].tgfoid == guardfn &&
+				rp_same_args(&rel->trigdesc->triggers[j], pt);
+		if (!copied)
+		{
+			char	   *msg = psprintf("has no copy of guard \"%s\" of \"%s\": its rows are not guarded as the parent's are",
+									   pt->tgname, RelationGetRelationName(parent));
+
+			rp_check_row(rsinfo, relid, pt->tgname, msg,
+						 "A write to an inheritance child fires the child's triggers only: create the same guard on it (same arguments), or make it a partition.");
+		}
+	}
+	return nguards;
+}
+
+PG_FUNCTION_INFO_V1(rp_fence_check);
+Datum
+rp_fence_check(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			relid;
+	Oid			guardfn;
+	Relation	rel;
+	List	   *children;
+	ListCell   *lc;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("fenced_table must not be NULL")));
+	relid = PG_GETARG_OID(0);
+	InitMaterializedSRF(fcinfo, 0);
+	guardfn = rp_guard_fn(fcinfo);
+
+	rel = try_relation_open(relid, AccessShareLock);
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (rp_check_relation(rsinfo, guardfn, rel, NULL) == 0)
+		rp_check_row(rsinfo, relid, NULL, "has no rp_fence_guard trigger",
+					 "CREATE TRIGGER ... BEFORE INSERT OR UPDATE OR DELETE ... FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=<name template>').");
+
+	/*
+	 * Every partition and inheritance child, at any depth: a write through
+	 * the table reaches their rows and fires their triggers, not the
+	 * table's.
+	 */
+	children = find_all_inheritors(relid, AccessShareLock, NULL);
+	foreach(lc, children)
+	{
+		Oid			child = lfirst_oid(lc);
+		Relation	crel;
+
+		if (child == relid)
+			continue;
+		crel = try_relation_open(child, AccessShareLock);
+		if (crel == NULL)
+			continue;			/* dropped meanwhile */
+		(void) rp_check_relation(rsinfo, guardfn, crel, rel);
+		relation_close(crel, AccessShareLock);
+	}
+	relation_close(rel, AccessShareLock);
+	return (Datum) 0;
+}
+
+/* ------------------------------------------------------------------------
+ * rp_fence_guard_created(): the event trigger on CREATE TRIGGER
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * A new rp_fence_guard trigger with a problem no later DDL of another
+ * object can cure (a template column that is generated or whose type has
+ * no fixed text; a generated token column) is refused with that problem.
+ * Every other problem is left to the trigger and rp_fence_check, as
+ * before: a guard may be created before the trigger it must sort after is
+ * renamed.  check_function_bodies = off (pg_dump's restore) skips it, as it
+ * skips a function's body check: the guard then refuses to run instead.
+ */
+PG_FUNCTION_INFO_V1(rp_fence_guard_created);
+Datum
+rp_fence_guard_created(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata;
+	CreateTrigStmt *stmt;
+	Oid			relid;
+	Oid			guardfn;
+	Relation	rel;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_EVENT_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("rp_fence_guard_created: not fired by event trigger manager")));
+	trigdata = (EventTriggerData *) fcinfo->context;
+	if (!check_function_bodies || !IsA(trigdata->parsetree, CreateTrigStmt))
+		PG_RETURN_VOID();
+	stmt = (CreateTrigStmt *) trigdata->parsetree;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid))
+		PG_RETURN_VOID();
+	guardfn = rp_guard_fn(fcinfo);
+
+	rel = relation_open(relid, AccessShareLock);
+	for (int i = 0; rel->trigdesc && i < rel->trigdesc->numtriggers; i++)
+	{
+		Trigger    *t = &rel->trigdesc->triggers[i];
+		RpGuard		g;
+		ListCell   *lc;
+
+		if (t->tgfoid != guardfn || strcmp(t->tgname, stmt->trigname) != 0)
+			continue;
+		rp_guard_parse(rel, t, &g);
+		foreach(lc, g.problems)
+		{
+			RpProblem  *p = lfirst(lc);
+
+			if (!p->at_create)
+				continue;
+			ereport(ERROR,
+					(errcode(p->code),
+					 errmsg("rp_fence_guard: %s", p->msg),
+					 errdetail("Trigger \"%s\" on table \"%s\" would refuse every write.",
+							   t->tgname, RelationGetRelationName(rel)),
+					 p->hint ? errhint("%s", p->hint) : 0));
 		}
 	}
 	relation_close(rel, AccessShareLock);
-	if (nguards == 0)
-	{
-		Datum		values[3];
-		bool		nulls[3] = {true, false, false};
-
-		values[1] = CStringGetTextDatum("has no rp_fence_guard trigger");
-		values[2] = CStringGetTextDatum("CREATE TRIGGER ... BEFORE INSERT OR UPDATE OR DELETE ... FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=<name template>').");
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	return (Datum) 0;
+	PG_RETURN_VOID();
 }

@@ -9,19 +9,36 @@ COMMENT ON FUNCTION @extschema@.rp_fence_guard() IS
   'BEFORE ... FOR EACH ROW trigger, args (column [, options]): options ''error''|''skip'', ''strict'', ''lock=<name template>'', ''leader=<election>''; refuses stale writes (RP001) and writes without a live lease or token (RP004)';
 -- #end fence_guard_comment
 
--- What is wrong with a table's guards: one row per problem, none when every
--- guard can work.
+-- What is wrong with a table's guards, its partitions' and its inheritance
+-- children's: one row per problem, none when every guard can work.
 -- #begin fence_check
 CREATE FUNCTION @extschema@.rp_fence_check(fenced_table pg_catalog.regclass,
                                            OUT trigger_name pg_catalog.text,
                                            OUT problem pg_catalog.text,
-                                           OUT hint pg_catalog.text)
+                                           OUT hint pg_catalog.text,
+                                           OUT relation pg_catalog.regclass)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rp_fence_check'
 LANGUAGE C STABLE PARALLEL SAFE;
 COMMENT ON FUNCTION @extschema@.rp_fence_check(pg_catalog.regclass) IS
-  'Every reason a rp_fence_guard trigger of the table cannot guard it (wrong timing, events, column, options, trigger order); no rows when all can';
+  'Every reason a rp_fence_guard trigger of the table, of a partition or of an inheritance child cannot guard it (wrong timing, events, column, options, template column, trigger order, disabled, no copy on a child); relation names the table the problem is on; no rows when all can';
 -- #end fence_check
+
+-- The lock name a lock-bound guard binds a row to, rendered as the guard
+-- renders it (the same in every session: src/prim/fence_name.c), so that
+-- applications take rp_acquire(rp_lock_name('job', j), ttl) rather than
+-- rendering the template themselves.
+-- #begin lock_name
+CREATE FUNCTION @extschema@.rp_lock_name(fenced_table pg_catalog.regclass,
+                                         row_value pg_catalog.anyelement,
+                                         trigger_name pg_catalog.text DEFAULT NULL)
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'rp_lock_name'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.rp_lock_name(pg_catalog.regclass, pg_catalog.anyelement, pg_catalog.text) IS
+  'The lock name the table''s lock-bound rp_fence_guard binds a row to (row_value: a row of the table, or a jsonb object of column values), the same in every session: pass it to rp_acquire';
+-- #end lock_name
+
 
 CREATE TABLE @extschema@.rp_fenced_store (
   resource   pg_catalog.text PRIMARY KEY,
@@ -171,3 +188,20 @@ $$;
 COMMENT ON FUNCTION @extschema@.rp_fence_floor(pg_catalog.regclass) IS
   'Highest fence token the rp_fence_guard-ed table holds: pass it as rp_acquire''s floor so a Redis failover that lost counter increments cannot re-issue a token the table accepted';
 -- #end fence_floor
+
+-- CREATE TRIGGER refuses a guard whose template names a generated column or
+-- a column whose type has no fixed text, or whose token column is generated
+-- (every write would be refused, or guarded under a stale name).
+-- #begin guard_created
+CREATE FUNCTION @extschema@.rp_fence_guard_created()
+RETURNS pg_catalog.event_trigger
+AS 'MODULE_PATHNAME', 'rp_fence_guard_created'
+LANGUAGE C;
+COMMENT ON FUNCTION @extschema@.rp_fence_guard_created() IS
+  'Event trigger: refuse a rp_fence_guard trigger whose lock name template or token column can never work (skipped while check_function_bodies is off)';
+CREATE EVENT TRIGGER rp_fence_guard_created ON ddl_command_end
+  WHEN TAG IN ('CREATE TRIGGER')
+  EXECUTE FUNCTION @extschema@.rp_fence_guard_created();
+COMMENT ON EVENT TRIGGER rp_fence_guard_created IS
+  'Refuses a rp_fence_guard trigger whose lock name template or token column can never work';
+-- #end guard_created

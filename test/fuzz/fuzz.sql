@@ -59,6 +59,10 @@ SELECT 'text'::regtype, e FROM unnest(ARRAY[
 UNION ALL
 SELECT 'bool'::regtype, e FROM unnest(ARRAY['NULL', 'true', 'false']) e
 UNION ALL
+-- a table with a lock-bound guard, one without, one that does not exist
+SELECT 'regclass'::regtype, e FROM unnest(ARRAY[
+  'NULL', '''rp_fuzz.lt''', '''pg_catalog.pg_class''', '0']) e
+UNION ALL
 SELECT 'jsonb'::regtype, e FROM unnest(ARRAY[
   'NULL', '''null''', '''{}''', '''[]''', '''""''', '''0''', '''-0''',
   '''1e1000''', '''"é日本🔒"''', '''{"a":{"b":[1,2,{"c":null}]}}''',
@@ -117,7 +121,19 @@ INSERT INTO rp_fuzz.sane VALUES
   ('max_requests', '10'), ('window_ms', '1000'), ('cost', '1'),
   ('algorithm', '''gcra'''), ('lease_ms', '60000'), ('resource', '''fz-res'''),
   ('value', '''{"a":1}'''), ('fence', '1'),
-  ('permits', '2'), ('mode', '''shadow''');
+  ('permits', '2'), ('mode', '''shadow'''),
+  ('fenced_table', '''rp_fuzz.lt'''), ('row_value', '''{"k": "x"}''');
+
+-- rp_lock_name's table: a lock-bound guard named as the sane trigger_name.
+CREATE TABLE rp_fuzz.lt (k text, fence_token bigint);
+CREATE TRIGGER fz BEFORE INSERT OR UPDATE OR DELETE ON rp_fuzz.lt
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=fz-{k}');
+
+-- The type a polymorphic argument is called with: rp_lock_name's
+-- anyelement row_value is fuzzed as its jsonb form.
+CREATE FUNCTION rp_fuzz.concrete(t oid) RETURNS regtype LANGUAGE sql AS $$
+  SELECT CASE WHEN t = 'anyelement'::regtype THEN 'jsonb'::regtype ELSE t::regtype END
+$$;
 
 -- Pool of a type; a type with no pool gets NULL only.
 CREATE FUNCTION rp_fuzz.pool(t regtype) RETURNS text[] LANGUAGE sql AS $$
@@ -151,6 +167,10 @@ BEGIN
   -- Documented exceptions: a fenced value may be NULL (jsonb null is a
   -- value); rp_fenced_read is a plain SQL lookup (no row for NULL).
   IF fn::text LIKE 'rp_fenced_read(%' OR (fn::text LIKE 'rp_fenced_write(%' AND argname = 'value') THEN
+    RETURN NULL;
+  END IF;
+  -- rp_lock_name's trigger_name: NULL is its default (the table's one guard).
+  IF fn::text LIKE 'rp_lock_name(%' AND argname = 'trigger_name' THEN
     RETURN NULL;
   END IF;
   IF expr = 'NULL' THEN RETURN '22004'; END IF;
@@ -191,7 +211,7 @@ BEGIN
   SELECT * INTO p FROM pg_proc WHERE oid = fn;
   FOR i IN 1 .. coalesce(array_length(args, 1), 0) LOOP
     argl := argl || CASE WHEN i > 1 THEN ', ' ELSE '' END
-            || '(' || args[i] || ')::' || format_type(p.proargtypes[i - 1], NULL);
+            || '(' || args[i] || ')::' || format_type(rp_fuzz.concrete(p.proargtypes[i - 1]), NULL);
   END LOOP;
   sql := format('SELECT (%I.%I(%s))::text', p.pronamespace::regnamespace, p.proname, argl);
   BEGIN
@@ -224,7 +244,7 @@ BEGIN
   SELECT * INTO p FROM pg_proc WHERE oid = fn;
   n := p.pronargs;
   FOR i IN 1 .. n LOOP
-    types[i] := p.proargtypes[i - 1];
+    types[i] := rp_fuzz.concrete(p.proargtypes[i - 1]);
     names[i] := coalesce(p.proargnames[i], '$' || i);
     sane[i] := rp_fuzz.sane_for(names[i], types[i]);
   END LOOP;

@@ -20,3 +20,16 @@
 -- and GRANTs.
 
 \echo Use "ALTER EXTENSION redis_primitives UPDATE TO '1.2'" to load this file. \quit
+
+-- ---- fence: one lock name per row (src/sql/30_fence.sql) -----------------
+-- rp_fence_check reports partitions and inheritance children: its rows gain
+-- the relation column, a new result type, so it is dropped and created.
+DROP FUNCTION @extschema@.rp_fence_check(pg_catalog.regclass);
+-- #include 30_fence.sql fence_check
+REVOKE ALL ON FUNCTION @extschema@.rp_fence_check(pg_catalog.regclass) FROM PUBLIC;
+
+-- #include 30_fence.sql lock_name
+REVOKE ALL ON FUNCTION @extschema@.rp_lock_name(pg_catalog.regclass, pg_catalog.anyelement, pg_catalog.text) FROM PUBLIC;
+
+-- #include 30_fence.sql guard_created
+REVOKE ALL ON FUNCTION @extschema@.rp_fence_guard_created() FROM PUBLIC;
