@@ -2,9 +2,13 @@
 -- roles depend on (leases, rate-limit counters, leadership) and can consume
 -- Redis memory, so nothing is granted to PUBLIC: the DBA grants EXECUTE to
 -- the roles that need it (docs/security.md has a ready GRANT block).  The
--- one exception is the trigger function: a trigger runs with the privileges
--- of whoever writes the row, and creating one already requires owning the
--- table.  The fenced store is readable and writable only through grants.
+-- exceptions: the trigger function (a trigger runs with the privileges of
+-- whoever writes the row, and creating one already requires owning the
+-- table), and the monitoring functions and views, granted again to PUBLIC
+-- in 95_observe_grants.sql (counts, and in rp_locks only the leases of
+-- roles whose privileges the reader has, as pg_stat_activity shows).  docs/security.md lists both, and
+-- test/scenarios/security.sh checks that the list and these grants agree.
+-- The fenced store is readable and writable only through grants.
 DO $$
 DECLARE
   f pg_catalog.regprocedure;
