@@ -28,7 +28,7 @@ UPGRADES     = $(sort $(notdir $(wildcard src/sql/upgrade/*.sql)))
 # in src/sql/upgrade/, which include what they share with src/sql/*.sql.
 DATA_built   = $(EXTENSION)--$(EXT_VERSION).sql $(UPGRADES)
 DATA         = $(wildcard src/sql/history/*.sql)
-EXTRA_CLEAN  = src/rp_scripts.h
+EXTRA_CLEAN  = src/rp_scripts.h src/pg_build
 
 # Every suite lives under test/ (docs/testing.md).  pg_regress: every
 # test/sql/*.sql, against a server the test runner configured.
@@ -71,8 +71,16 @@ $(UPGRADES): %.sql: src/sql/upgrade/%.sql $(SQL_PARTS) scripts/expand-includes.s
 src/rp_scripts.h: $(LUA) $(LUA_COMMON) scripts/embed-lua.sh scripts/expand-includes.sh
 	sh scripts/embed-lua.sh $(LUA) > $@.tmp && mv $@.tmp $@
 
+# The objects are compiled against one PostgreSQL's headers: src/pg_build
+# names that PostgreSQL (pg_config --version and --includedir-server) and
+# is rewritten only when PG_CONFIG names another, so building for another
+# major compiles everything again instead of linking the objects of the
+# last one into its library (test/scenarios/harness_build.sh).
+RP_PG_BUILD := $(shell $(PG_CONFIG) --version) $(shell $(PG_CONFIG) --includedir-server)
+$(shell [ "$$(cat src/pg_build 2>/dev/null)" = '$(RP_PG_BUILD)' ] || echo '$(RP_PG_BUILD)' > src/pg_build)
+
 # The bitcode (.bc, for JIT inlining) is compiled from the same sources.
-$(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.h))
+$(OBJS) $(OBJS:.o=.bc): src/rp_scripts.h src/pg_build $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.h))
 
 # Project targets.  All of them start throwaway servers and clean up.
 .PHONY: test test-timing demo bench deb bench-quick bench-track soak soak-memory bench-fence bench-tls bench-apps bench-semaphore bench-profile test-semaphore-long
