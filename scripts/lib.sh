@@ -91,20 +91,39 @@ rp_free_port() {
 	echo "$p"
 }
 
+# rp_alive PID: that process runs (a zombie nobody reaped does not).
+rp_alive() { [ -n "$1" ] && [ "$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null)" != Z ] && [ -e "/proc/$1" ]; }
+
+# rp_listening PID PORT: process PID has a TCP socket listening on PORT
+# (read from /proc: whichever server it is, whatever it would answer).
+rp_listening() {
+	local i
+	for i in $(awk -v p=":$(printf '%04X' "$2")" '$4 == "0A" && substr($2, length($2) - 4) == p { print $10 }' \
+		/proc/net/tcp /proc/net/tcp6 2>/dev/null); do
+		ls -l "/proc/$1/fd" 2>/dev/null | grep -qF "socket:[$i]" && return 0
+	done
+	return 1
+}
+
+# rp_start_redis PORT [ARGS...]: a Redis (redis-server on PATH: Redis, or
+# Valkey under that name) on PORT, its files in $RP_TMP.
 rp_start_redis() {  # port [extra args...]
-	local port=$1 log_from; shift
-	log_from=$(( $(stat -c %s "$RP_TMP/redis-$port.log" 2>/dev/null || echo 0) + 1 ))
+	local port=$1 pid; shift
 	rm -f "$RP_TMP/redis-$port.pid"	# a killed server's: only this start's counts
-	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+	# Not daemonized, so $! is its pid, but in a session of its own as a
+	# daemon is; what it says before it opens its log goes there too.
+	pid=$(setsid redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
 		--maxmemory-policy noeviction --enable-debug-command local \
-		--daemonize yes --dir "$RP_TMP" --pidfile "$RP_TMP/redis-$port.pid" \
-		--logfile "$RP_TMP/redis-$port.log" "$@"
-	# Ours once it wrote its pid file, which Redis does only after it listens:
-	# a PONG alone may come from another server that took the port first
-	# (slots and other runs pick free ports at the same instant).  Its log
-	# says at once when it could not start (wait_for then returns 1).
-	wait_for 30 "[ -s $RP_TMP/redis-$port.pid ] && redis-cli -p $port ping >/dev/null 2>&1 ||
-		{ tail -c +$log_from $RP_TMP/redis-$port.log 2>/dev/null | grep -q aborting && return 1; }" && return 0
+		--dir "$RP_TMP" --pidfile "$RP_TMP/redis-$port.pid" \
+		--logfile "$RP_TMP/redis-$port.log" "$@" \
+		</dev/null >>"$RP_TMP/redis-$port.log" 2>&1 & echo $!)
+	# Ours once that process listens on the port and the port answers: an
+	# answer alone may come from another server that took the port first
+	# (slots and other runs pick free ports at the same instant), and when a
+	# server writes its pid file differs (Redis after it listens, Valkey
+	# before).  A process that is gone could not start: its log says why.
+	wait_for 30 "rp_listening $pid $port && redis-cli -p $port ping >/dev/null 2>&1 || ! rp_alive $pid" &&
+		rp_alive "$pid" && { echo "$pid" >"$RP_TMP/redis-$port.pid"; return 0; }
 	rp_log "Redis on port $port did not start"; cat "$RP_TMP/redis-$port.log" >&2; return 1
 }
 

@@ -6,7 +6,9 @@
 #   1. rp_start_redis on a port that another Redis holds fails (its own
 #      server could not listen) instead of succeeding because the other one
 #      answers PING -- the naive readiness check, shown answering PONG -- and
-#      then running a test against someone else's Redis;
+#      then running a test against someone else's Redis; with Valkey as
+#      with Redis (Valkey writes its pid file before it listens, so a pid
+#      file does not say that it listens);
 #   2. so does rp_start_servers, whose parts a slot of scripts/test.sh retries on
 #      other ports when it fails;
 #   3. rp_stop_servers never kills a Redis it did not start, even one that
