@@ -14,8 +14,12 @@
 # postmaster waits for it at a fast shutdown; a reload was not applied.
 #
 # How an event is put inside such a wait: two clients keep Redis busy with
-# scripts of 100 ms each, one after the other, so every other client's
-# command waits up to 200 ms or so (the worker gives one try 500 ms).  A
+# DEBUG SLEEP 0.1 (its main thread stops for 100 ms), each sending the next
+# as soon as the last returned, so every other client's command waits up to
+# 200 ms or so (the worker gives one try 500 ms).  Not a Lua script that
+# spins until TIME has moved 100 ms: on Valkey TIME stands still inside a
+# script (it is the command's start time), so the script never ended and
+# every other command was refused with BUSY.  A
 # backend whose session points at a port where nothing listens exits with
 # 10 leases: its own exit release fails at once, it hands them off, and the
 # worker releases them one wait after another.  The event is sent then.
@@ -45,24 +49,23 @@ end() {
 	kill -TERM "$1" || return 1
 	while kill -0 "$1" 2>/dev/null; do :; done
 }
-spin="redis.call('incr', KEYS[1])
-local t0 = redis.call('time')
-repeat local t = redis.call('time') until (t[1] - t0[1]) * 1000000 + t[2] - t0[2] > 100000"
-# busy KEY: two spinning clients, running once each has run twice.  redis-cli
-# itself in the background, not the redis function (a subshell, whose kill
-# would leave redis-cli spinning).
+# sleeps: how many DEBUG SLEEPs Redis has run (INFO commandstats).
+sleeps() { redis info commandstats | tr -d '\r' | sed -n 's/^cmdstat_debug:calls=\([0-9]*\),.*/\1/p' | grep . || echo 0; }
+# busy: two sleeping clients, running once they have slept four times.
+# redis-cli itself in the background, not the redis function (a subshell,
+# whose kill would leave redis-cli sending).
 busy() {
-	redis-cli -p "$REDIS_PORT" -r 100 eval "$spin" 1 "$1" >/dev/null & busy=$!
-	redis-cli -p "$REDIS_PORT" -r 100 eval "$spin" 1 "$1" >/dev/null & busy+=" $!"
-	wait_for 30 "[ \"\$(redis get $1)\" -ge 4 ]"
+	local before; before=$(sleeps)
+	redis-cli -p "$REDIS_PORT" -r 100 debug sleep 0.1 >/dev/null & busy=$!
+	redis-cli -p "$REDIS_PORT" -r 100 debug sleep 0.1 >/dev/null & busy+=" $!"
+	wait_for 30 "[ \$(( \$(sleeps) - $before )) -ge 4 ]"
 }
-# idle PREFIX...: stop the spinners, forget the names' keys.
+# idle PREFIX...: stop the sleepers, forget the names' keys.
 idle() {
 	kill $busy 2>/dev/null
 	wait
 	for p in "$@"; do
 		redis eval "for _, k in ipairs(redis.call('keys', ARGV[1] .. '*')) do redis.call('del', k) end" 0 "rp:{$p-" >/dev/null
-		redis del "$p-spin" >/dev/null
 	done
 }
 
@@ -73,7 +76,7 @@ for t in 1 2 3; do
 	hold wa$t 10; hold wb$t 1
 	wait_for 30 "[ -n \"\$(pid wa$t)\" ] && [ -n \"\$(pid wb$t)\" ]"
 	a=$(pid wa$t) b=$(pid wb$t)
-	busy wa$t-spin
+	busy
 	# Held before the exits, or "released" below would be vacuous.
 	before="$(held wa$t) and $(held wb$t)"
 	end "$a"
@@ -93,7 +96,7 @@ orphans() {
 	hold "$1" 10
 	wait_for 30 "[ \"\$(held $1)\" = 10 ] && [ -n \"\$(pid $1)\" ]" || return 1
 	local b; b=$(pid "$1")
-	busy "$1-spin" || return 1
+	busy || return 1
 	end "$b"
 }
 
