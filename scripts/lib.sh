@@ -43,6 +43,10 @@ rp_setup() {
 	export PG_CONFIG=${PG_CONFIG:-pg_config}
 	PGBIN=$("$PG_CONFIG" --bindir)
 	export PATH="$PGBIN:$PATH"
+	# Its own libpq for its psql, pg_regress and servers, also where the
+	# installation was moved after its build (its binaries' rpath names the
+	# old place, and the system's older libpq lacks symbols they need).
+	export LD_LIBRARY_PATH="$("$PG_CONFIG" --libdir)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	rp_log "PostgreSQL: $("$PG_CONFIG" --version) ($PGBIN)"
 	# A failed build must stop here, not test the library installed before.
 	make -C "$RP_ROOT" -s RP_WERROR=-Werror >/dev/null || { rp_log "Build failed."; exit 1; }
