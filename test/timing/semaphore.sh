@@ -37,11 +37,11 @@ within "$(echo "$TIMED_OUT" | sed -n 's/^\(ERROR:  *[0-9A-Z]\{5\}\).*$/\1/p')" "
 	"statement_timeout ends a wait for a permit well before wait_ms (${TIMED_MS:-?} ms)"
 
 # 3. pg_cancel_backend ends a wait: the waiter is cancelled once it is
-# seen waiting (wait_event Extension) in the call; the time runs from
+# seen waiting (wait_event LeaseWait) in the call; the time runs from
 # just before the cancel to the waiter's next statement.
 wpid=$(session_pid w)
 printf '%s\n' "SELECT rp_semaphore_acquire('gate', 1, 30000, 60000);" "SELECT 'T1 ' || $ms_sql;" >&"$_fd_w"
-waiting="SELECT count(*) FROM pg_stat_activity WHERE pid = $wpid AND wait_event = 'Extension' AND query LIKE '%rp_semaphore_acquire(%'"
+waiting="SELECT count(*) FROM pg_stat_activity WHERE pid = $wpid AND wait_event = '$(wait_event LeaseWait)' AND query LIKE '%rp_semaphore_acquire(%'"
 t_cancel=
 wait_for 30 '[ "$(q "$waiting")" = 1 ]' && t_cancel=$(q "SELECT $ms_sql" "SELECT pg_cancel_backend($wpid)" | head -1)
 out=$(session_q w "SELECT 1")

@@ -54,7 +54,7 @@ rm -f "$RP_TMP/hung.rc"
 (psql -X -At -q -d "$RP_DB" -c "SET application_name = 'tls-hung'" -c "$(at "$HUNG" require "SET redis_primitives.connect_timeout = 600000;")" \
 	-c "$WORK" >"$RP_TMP/hung.out" 2>&1; echo $? >"$RP_TMP/hung.rc") &
 wait_for 60 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tls-hung' AND state = 'active'
-	AND wait_event = 'Extension' AND query LIKE '%rp_acquire(''tls-lock''%'\")\" = 1 ]"
+	AND wait_event = '$(wait_event Connect)' AND query LIKE '%rp_acquire(''tls-lock''%'\")\" = 1 ]"
 t=$(now_ms); q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'tls-hung'" >/dev/null
 wait_for 60 "[ -f $RP_TMP/hung.rc ]"; el=$(( $(now_ms) - t ))
 within "$(grep -o 'canceling statement due to user request' "$RP_TMP/hung.out")" "canceling statement due to user request" "$el" 30000 \
