@@ -118,6 +118,13 @@ fn_color|(ARRAY['red', 'green', 'blue'])[1 + floor(random() * 3)::int]::fn_color
 fn_pair|ROW(timestamptz '1950-01-01 00:00+00' + random() * interval '90 years', random() * 1e20, decode(md5(random()::text), 'hex'), random() * interval '9 days')::fn_pair
 EOF
 )
+# xml is there only where PostgreSQL was built with libxml (Debian's is; a
+# build from source configured without --with-libxml refuses every XML
+# value with 0A000): then no row can hold one, and the type is left out.
+if [ "$(q_state "SELECT xmlelement(name a)")" != OK ]; then
+	TYPES=$(grep -v '^xml|' <<<"$TYPES")
+	diag "xml left out: this PostgreSQL was built without libxml"
+fi
 ntypes=$(grep -c . <<<"$TYPES")
 
 setup="SET client_min_messages = warning;
