@@ -1,7 +1,7 @@
--- Fencing a writer cannot forget (issue 11).  Each hole that 1.0's token
--- guard leaves open is shown twice: passing through the naive 1.0-style guard
--- (rp_fence_guard('fence_token'), the writer hands over the token), then
--- refused by the guard that is bound to the lease itself
+-- Fencing a writer cannot forget (docs/lock.md, "Which guard to use").  Each
+-- hole that 1.0's token guard leaves open is shown twice: passing through the
+-- naive 1.0-style guard (rp_fence_guard('fence_token'), the writer hands over
+-- the token), then refused by the guard that is bound to the lease itself
 -- (rp_fence_guard('fence_token', 'lock=acct-{id}')) or by 'strict'.
 --
 -- "A newer holder wrote the row" is staged with the guard switched off

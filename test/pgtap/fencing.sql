@@ -1,4 +1,9 @@
--- Fencing, the reference's four cases, against real Redis and a real table.
+-- Fencing, in four cases, against real Redis and a real table: the stale
+-- write refused, the naive twin without fencing losing the new holder's
+-- write, the honest limit (a stale writer that gets there first is
+-- accepted), and the counter lost (the same token issued twice).  They are
+-- the cases the TypeScript redis-primitives library tests its FencedStore
+-- with, here with PostgreSQL as the resource.
 --
 -- A 200 ms lease, 350 ms of work, a second holder acquiring at about 220 ms.
 -- One session plays both holders: the lock lives in Redis, not in the

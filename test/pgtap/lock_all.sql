@@ -1,5 +1,6 @@
--- rp_acquire_all / rp_acquire_all_xact (issue 17): many locks, all or
--- nothing, in one round trip; each name its own lease and fence.
+-- rp_acquire_all / rp_acquire_all_xact (docs/lock.md, "Many locks at once"):
+-- many locks, all or nothing, in one round trip; each name its own lease and
+-- fence.
 BEGIN;
 SELECT plan(32);
 

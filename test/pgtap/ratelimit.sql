@@ -19,7 +19,8 @@ BEGIN;
 SET LOCAL client_min_messages = warning;
 SELECT plan(37);
 
--- The traffic of the reference test: 5 requests at the end of one 1000 ms
+-- The boundary traffic the TypeScript redis-primitives library tests its
+-- limiter with (docs/ratelimit.md): 5 requests at the end of one 1000 ms
 -- window and 5 at the start of the next, 104 ms from first to last.
 -- T0 = 1700000000000 is a multiple of 1000.
 CREATE TEMP TABLE traffic (t bigint);
@@ -28,8 +29,8 @@ INSERT INTO traffic VALUES
   (1700000000000), (1700000000001), (1700000000002), (1700000000003), (1700000000004);
 CREATE TEMP TABLE admitted (who text, t bigint);
 
--- The naive limiter, as the reference quotes it: INCR the bucket's counter,
--- then EXPIRE it, in two round trips.
+-- The naive limiter, the fixed window usually found under "rate limiting
+-- with Redis": INCR the bucket's counter, then EXPIRE it, in two round trips.
 CREATE FUNCTION pg_temp.naive_fixed_window(key text, t bigint, lim bigint, window_ms bigint)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE

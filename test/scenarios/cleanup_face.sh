@@ -2,7 +2,8 @@
 # cleanup_face.sh -- the cleanup face (rp_eval_quiet: COMMIT and ROLLBACK,
 # DISCARD ALL, backend exit, the background worker) never throws and never
 # leaves interrupts held, whatever fails beneath it.  The failures this
-# guards against (each found in review, each failing on the old code):
+# guards against (all three were in 1.1's development code, and the checks
+# of each fail on it):
 #
 #  A. an ERROR raised below the cleanup face -- here an unreadable
 #     redis_primitives.sentinel_password_file, read when the release at

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test/scenarios/fuzz_bad_input.sh -- bad input, tried systematically (issue 3, item 6).
+# test/scenarios/fuzz_bad_input.sh -- bad input, tried systematically
+# (docs/resources.md; the generator is test/fuzz/fuzz.sql).
 #
 # The failure: one strange argument -- a NULL where C expected a value, a
 # 1 MB name, INT64_MIN, a lease record with a forged field -- crashes the

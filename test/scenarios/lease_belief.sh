@@ -29,7 +29,7 @@ out=$(sq "BEGIN" "SELECT fence > 0 FROM rp_acquire('vac-1', 30000)" \
 	"$(steal vac-1)" "COMMIT")
 is "$(echo $out)" "t t t RP002" \
 	"verify_at_commit asked of a session lease the transaction holds: the lost lease fails COMMIT (RP002)"
-# The reference: without the session lease the same steps fail the same way.
+# The control: without the session lease the same steps fail the same way.
 out=$(sq "BEGIN" "SELECT fence > 0 FROM rp_acquire_xact('vac-2', 30000, 0, 0, verify_at_commit => true)" \
 	"$(steal vac-2)" "COMMIT")
 is "$(echo $out)" "t t RP002" "(without the session lease: RP002 as documented)"

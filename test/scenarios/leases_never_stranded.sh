@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Leases that are never stranded, misdirected or leaked (issue 10).  Each
-# block reproduces one way 1.0 lost track of a lease Redis had granted, shows
-# what the naive client would be left with, and checks that the lease now
-# ends with the call, the transaction or the backend.
+# Leases that are never stranded, misdirected or leaked (docs/lock.md, "What
+# it guarantees").  Each block reproduces one way 1.0 lost track of a lease
+# Redis had granted, shows what the naive client would be left with, and
+# checks that the lease now ends with the call, the transaction or the
+# backend.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
 plan 38

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test/scenarios/lock_all.sh -- rp_acquire_all across sessions (issue 17).
+# test/scenarios/lock_all.sh -- rp_acquire_all across sessions (docs/lock.md,
+# "Many locks at once").
 #
 # The failure it exists to prevent: two workers that each need the same two
 # locks take them one at a time in different orders.  Each gets its first,

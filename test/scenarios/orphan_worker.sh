@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # orphan_worker.sh -- the background worker releases what an exiting backend
-# could not (issue 20: mutant 57; keys of 512 bytes or more).
+# could not (docs/lock.md, "Backend exit releases").  Written for mutant 57
+# (the worker drops what it is handed), which survived while the only test
+# let Redis run the backend's own late release; it also covers names whose
+# keys are 512 bytes or more, which the worker skipped during 1.1's
+# development (mutant 78).
 #
 # Backends hold 600 s leases and exit while Redis runs no writes (CLIENT
 # PAUSE WRITE): their exit release is held by Redis, and dropped with their

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test/scenarios/ratelimit_cache.sh -- the rate limiter's refusal cache
-# (redis_primitives.ratelimit_cache, src/prim/ratecache.c; issue 17).
+# (redis_primitives.ratelimit_cache, src/prim/ratecache.c; docs/ratelimit.md,
+# "The refusal cache").
 #
 # Under abuse most calls are refusals, and in 1.0 each one cost a Redis round
 # trip.  With the cache, a refusal Redis gave answers rp_ratelimit from shared

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/scenarios/resources.sh -- memory and file descriptors of one backend
-# over many calls (issue 3, item 7).
+# over many calls (docs/resources.md).
 #
 # The failure: an extension that leaks one reply, one palloc in a long-lived
 # context or one hiredis context per call -- or per failed call -- grows the

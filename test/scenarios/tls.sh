@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tls.sh -- TLS to Redis (issue 12), single servers.  The failures this
+# tls.sh -- TLS to Redis (docs/tls.md), single servers.  The failures this
 # guards against:
 #
 #  A. a setting that claims protection and gives none: verify-full accepting

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""test/soak/driver.py -- the soak's clients, nemesis and samplers (issue 15).
+"""test/soak/driver.py -- the soak's clients, nemesis and samplers
+(docs/testing.md, "The soak").
 
 Run by soak/run.sh, which starts the servers and exports SOAK_SECONDS,
 SOAK_SEED, SOAK_OUT, PGHOST, PGPORT, PG2PORT, REDIS_PORT, RP_TMP, SOAK_PGBIN.

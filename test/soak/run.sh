@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# test/soak/run.sh -- `make soak`: a randomized robustness run (issue 15).  Starts
-# its own Redis and two PostgreSQL servers (both with the background elector
-# contending for 'soak-leader'), runs soak/driver.py (workers + nemesis +
-# samplers, writing a JSON-lines history), then soak/check.py, which decides
-# every invariant from the history and the final tables alone, then
-# soak/selftest.py, which doctors copies of this run's history and shows the
-# checker reporting each kind of violation.
+# test/soak/run.sh -- `make soak`: a randomized robustness run (docs/testing.md,
+# "The soak").  Starts its own Redis and two PostgreSQL servers (both with the
+# background elector contending for 'soak-leader'), runs soak/driver.py
+# (workers + nemesis + samplers, writing a JSON-lines history), then
+# soak/check.py, which decides every invariant from the history and the final
+# tables alone, then soak/selftest.py, which doctors copies of this run's
+# history and shows the checker reporting each kind of violation.
 #
 #   make soak                                  # SOAK_SECONDS=90, a random seed
 #   make soak SOAK_SECONDS=1200 SOAK_SEED=42   # the nightly shape

@@ -64,7 +64,7 @@ is( sq($s, "BEGIN; SELECT count(*) FROM generate_series(1, 9) n WHERE (rp_acquir
 		  . "SELECT count(*) FROM generate_series(1, 9) n WHERE (rp_lock_info('spread-' || n)).held"),
 	"9\n0", 'xact leases on many nodes are verified at commit and released at its end');
 
-# ---- names whose hash tag would be empty (issue 10 item 9) -------------------
+# ---- names whose hash tag would be empty ------------------------------------
 # "rp:{}x}:lock" and "rp:{}x}:fence" hash to different slots (an empty tag is
 # no tag): 1.0 failed such names with CROSSSLOT.  Every name must route.
 is( sq($s, "SELECT (rp_acquire('}x', 10000)).fence IS NOT NULL, rp_release('}x'), rp_ratelimit_reset('}k'), rp_campaign('}e', 'n1', 10000) IS NOT NULL"),

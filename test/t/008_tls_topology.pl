@@ -1,5 +1,5 @@
-# test/t/008_tls_topology.pl -- Sentinel and Cluster over TLS (issue 12), every
-# server TLS-only (plain port 0).  The failures this guards against:
+# test/t/008_tls_topology.pl -- Sentinel and Cluster over TLS (docs/tls.md),
+# every server TLS-only (plain port 0).  The failures this guards against:
 #
 #  A. sentinels that require AUTH: 1.0 could not ask them at all (NOAUTH, the
 #     naive twin here); with sentinel_password the master is found over TLS,
