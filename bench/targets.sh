@@ -98,7 +98,7 @@ med() { for rep in $(seq "$REPEAT"); do echo "${R[$1.$rep]}"; done | median; }
 all_of() { for rep in $(seq "$REPEAT"); do printf '%s; ' "${R[$1.$rep]}"; done; }
 met() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t) ? "yes" : "no" }'; }
 {
-	echo "# Issue 17: measured side by side"
+	echo "# The performance targets of 1.1: measured side by side"
 	echo
 	echo "Run $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$RP_ROOT" rev-parse --short HEAD), load average at the end $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores."
 	echo "Each ratio is from one pgbench run whose scripts are interleaved (\`-f a@1 -f b@1\`, $T s, \`-M prepared\`); $REPEAT runs, median shown, every run listed."

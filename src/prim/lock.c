@@ -348,7 +348,8 @@ RP_TRACKED_FUNCTION(rp_lock_info, RP_PRIM_LOCK_INFO, RP_OUT_PLAIN)
 }
 
 /* ------------------------------------------------------------------------
- * Many locks in one round trip: rp_acquire_all[_xact] (issue 17).
+ * Many locks in one round trip: rp_acquire_all[_xact] (docs/lock.md, "Many
+ * locks at once").
  *
  * All or nothing, in one script (lock_acquire_all.lua): each name gets its
  * own lease, token and fence, or none does.  Waiting repeats the whole

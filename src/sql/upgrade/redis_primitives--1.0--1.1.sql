@@ -76,8 +76,8 @@ REVOKE ALL ON FUNCTION @extschema@.rp_ratelimit(pg_catalog.text, pg_catalog.int8
 REVOKE ALL ON FUNCTION @extschema@.rp_ratelimit_consume(pg_catalog.text, pg_catalog.int8, pg_catalog.int8, pg_catalog.int8, pg_catalog.text, pg_catalog.text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.rp_ratelimit_shadow_refusals(pg_catalog.text) FROM PUBLIC;
 
--- review: rp_is_leader(name) answers false for a configured election the
--- elector has not published yet (it raised 42704 just after server start).
+-- rp_is_leader(name) answers false for a configured election the elector has
+-- not published yet (1.0 raised 42704 for it just after server start).
 -- #include 50_election.sql is_leader_comment
 
 -- ---- perf: the rate limiter's refusal cache (src/sql/47_ratelimit_cache.sql) ----
