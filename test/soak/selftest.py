@@ -193,6 +193,24 @@ def d_stranded(ev, fin, h):
     return "a lease key left with 50 s to live"
 
 
+def d_stranded_unknown(ev, fin, h):
+    """An acquire that failed with the connection lost, outside every loss
+    window, whose lease is left in Redis: the backend did not release it."""
+    for e in ev:
+        if e.get("ev") == "inv" and e.get("kind") == "acquire" and \
+                h.in_loss(e["t"], e["t"] + 2 * check.LOSS_SLACK_US, redis_only=True) is None:
+            t, rt = e["t"] + 1, e["rt"] + 1
+            ev.append({"ev": "inv", "op": "doctor:3", "kind": "acquire", "srv": e.get("srv", "pg1"),
+                       "name": "X-doctor-2", "ttl": 60000, "wait": 0, "scope": "session",
+                       "th": "doctor", "t": t, "rt": rt})
+            ev.append({"ev": "fail", "op": "doctor:3", "th": "doctor", "state": "08006",
+                       "msg": "lost the connection to Redis", "t": t + 1000, "rt": rt + 1000})
+            fin["redis"].append({"key": "rp:{X-doctor-2}:lock", "type": "string", "pttl": 50000,
+                                 "value": "0123456789abcdef0123456789abcdef"})
+            return "an acquire that lost its connection, its lease left with 50 s to live"
+    return None
+
+
 def d_rss(ev, fin, h):
     for k in range(10):
         ev.append({"ev": "rss", "t": k * 10_000_000, "pid": 999999, "srv": "pg1", "w": "doctor", "kb": 10000 + k * 2000})
@@ -245,7 +263,8 @@ DOCTORS = [
     ("final_value", d_final), ("no_lost_update", d_lost), ("fence_unique", d_unique), ("epoch_unique", d_epoch), ("epoch_floor", d_epoch_floor),
     ("one_leader", d_leader), ("ratelimit_sliding_log", d_rl("sliding_log")),
     ("ratelimit_sliding_window", d_rl("sliding_window")), ("ratelimit_gcra", d_rl("gcra")),
-    ("semaphore_permits", d_sem), ("no_stranded_lease", d_stranded), ("memory_flat", d_rss),
+    ("semaphore_permits", d_sem), ("no_stranded_lease", d_stranded),
+    ("no_stranded_lease", d_stranded_unknown), ("memory_flat", d_rss),
     ("history_complete", d_incomplete), ("strict_refuses_missing_token", d_strict),
     ("redis_clock_is_ours", d_clock), ("no_write_under_released_lease", d_released),
 ]
