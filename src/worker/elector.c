@@ -16,9 +16,11 @@
  * sent) + lease - margin.  Redis started the lease no earlier than that send,
  * so the deadline passes before Redis can let another node in, whatever
  * happens to this process afterwards: paused, descheduled, stuck waiting for
- * a Redis that does not answer.  The elector's own flag ("leading") is kept
- * only for rp_elections(); it is what a plain isLeader flag would say, and a
- * stalled elector cannot clear it.  Nothing may ever derive belief from it.
+ * a Redis that does not answer, reading its reply late (a reply is dated by
+ * its send: test/t/011_election_late_reply.pl).  The elector's own flag
+ * ("leading") is kept only for rp_elections(); it is what a plain isLeader
+ * flag would say, and a stalled elector cannot clear it.  Nothing may ever
+ * derive belief from it.
  *
  * Deadlines use CLOCK_BOOTTIME where the platform has it (CLOCK_MONOTONIC
  * otherwise): shared by every process of the machine, never stepped back by
