@@ -625,7 +625,7 @@ def check_end(h, final, rep):
             t1 = failed["end"]["t"] if failed["end"] else failed["inv"]["t"] + 60_000_000
             w = h.in_loss(failed["inv"]["t"], t1 + LOSS_SLACK_US, redis_only=True)
             srv = failed["inv"].get("srv")
-            if any(r1 >= failed["inv"]["t"] for _, r1 in h.restarts.get(srv, [])):
+            if any(r0 <= t1 + LOSS_SLACK_US and r1 >= failed["inv"]["t"] for r0, r1 in h.restarts.get(srv, [])):
                 v["excused_by"] = "immediate restart of %s while unsettled" % srv
                 rep.add("no_stranded_lease", excused=v)
             elif w:
@@ -708,8 +708,10 @@ def check_released_leases(h, rep):
             if th != inv["th"] and fence > inv["fence"] and gt < inv["t"]:
                 what = "%s wrote %s id %s under fence %s after fence %s of %s was granted to %s" % (
                     inv["op"], inv["tbl"], inv["id"], inv["fence"], fence, inv["name"], th)
-                if h.in_loss(gt - LOSS_SLACK_US, end["t"]):
-                    rep.add("no_write_under_released_lease", excused={"what": what})
+                w = h.in_loss(gt - LOSS_SLACK_US, end["t"])
+                if w:
+                    rep.add("no_write_under_released_lease",
+                            excused={"what": what, "excused_by": w, "history": excerpt(o)})
                 else:
                     rep.add("no_write_under_released_lease", violation={"what": what, "history": excerpt(o)})
                 break
