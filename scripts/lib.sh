@@ -48,6 +48,10 @@ rp_setup() {
 	# old place, and the system's older libpq lacks symbols they need).
 	export LD_LIBRARY_PATH="$("$PG_CONFIG" --libdir)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	rp_log "PostgreSQL: $("$PG_CONFIG" --version) ($PGBIN)"
+	# The Redis the suites start is redis-server on PATH (Valkey's, where its
+	# binaries come first): name it, so a run says what it tested.
+	command -v redis-server >/dev/null &&
+		rp_log "Redis: $(redis-server --version | sed 's/ sha=.*//') ($(command -v redis-server))"
 	# A failed build must stop here, not test the library installed before.
 	make -C "$RP_ROOT" -s RP_WERROR=-Werror >/dev/null || { rp_log "Build failed."; exit 1; }
 	[ -w "$("$PG_CONFIG" --pkglibdir)" ] || {
