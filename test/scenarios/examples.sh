@@ -9,7 +9,7 @@
 # into a copy of examples/node under $RP_TMP (npm's cache makes repeats fast).
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 58
+plan 78
 export PGDATABASE=$RP_DB
 ex=$RP_ROOT/examples
 PY=/usr/bin/python3   # Debian's, which has python3-psycopg
@@ -42,6 +42,10 @@ for lang in node python; do
 	is "$(v $lang-worker deposits)" "$a" "$lang worker: every one of $a deposits got its lease within wait_ms"
 	is "$(v $lang-worker balance_total)" "$a" "$lang worker: no increment lost under concurrency"
 	is "$(v $lang-worker rows_fenced)" "true" "$lang worker: every row carries a fence token"
+	is "$(v $lang-worker fence_is_the_lease)" "true" "$lang worker: each one-trip write landed with its own lease's fence"
+	is "$(v $lang-worker busy_deposit)" "$([ $lang = node ] && echo null || echo None)" \
+		"$lang worker: a one-trip deposit on a lease held elsewhere is refused (the guard, RP004)"
+	is "$(v $lang-worker busy_balance_unchanged)" "true" "$lang worker: ... and wrote nothing; the connection works on"
 	is "$(v $lang-worker stale_write)" "RP004" "$lang worker: the lock-bound guard refuses a write without a live lease (RP004)"
 	# The API handler.
 	ran $lang-api
@@ -51,6 +55,7 @@ for lang in node python; do
 	r=$(v $lang-api retry_after)
 	ok $([ "${r:-0}" -ge 1 ] && [ "${r:-0}" -le 60 ]; echo $?) "$lang api: 429 carries Retry-After in seconds ($r)"
 	is "$(v $lang-api $u2)" "200 200" "$lang api: another user has its own budget"
+	is "$(v $lang-api work_done)" "$u=5 $u2=2" "$lang api: the request's work, in the limiter's statement, ran for the admitted only"
 	# The leader-only job.
 	ran $lang-leader
 	ok $? "$lang leader: runs"
@@ -82,6 +87,23 @@ is "$(v node-traps not_acquired_rows) $(v node-traps not_acquired_token_null)" "
 is "$(v node-traps not_acquired_filtered_rows)" "0" "WHERE token IS NOT NULL turns it into zero rows"
 is "$(v node-traps calls_star_expansion)" "4" "naive: SELECT (rp_acquire(...)).* calls rp_acquire once per column"
 is "$(v node-traps calls_select_from)" "1" "SELECT * FROM rp_acquire(...) calls it once"
+is "$(v node-traps columns_types)" "string string Date" \
+	"SELECT token, fence, expires_at FROM rp_acquire(...): columns, the fence a string, expires_at a Date"
+is "$(v node-traps fence_bigint_parser)" "bigint 99<100=true" \
+	"int8 parsed as BigInt: fences compare right and pass back as parameters"
+is "$(v node-traps fence_bigint_json)" "TypeError" "... but JSON.stringify refuses a BigInt"
+is "$(v node-traps int8_parseint_exact)" "false" "naive: parseInt as the int8 parser rounds above 2^53"
+is "$(v node-traps ratelimit_star_units)" "4" "naive: SELECT (rp_ratelimit_consume(...)).* consumes 4 units"
+is "$(v node-traps ratelimit_from_units)" "1" "SELECT * FROM rp_ratelimit_consume(...) consumes 1"
+is "$(v node-traps ratelimit_select_list_no_rows_units)" "0" \
+	"naive: rp_ratelimit beside a FROM that matches no row is never called (no limit)"
+is "$(v node-traps ratelimit_where_units)" "10" "naive: rp_ratelimit in WHERE is called once per row scanned"
+is "$(v node-traps ratelimit_in_from_units)" "1" "rp_ratelimit in FROM, the query gated on it: called once"
+is "$(v node-traps multi_statement_failed_then)" "RP004 25P02" \
+	"naive: a failed BEGIN; ...; COMMIT string leaves the connection in an aborted transaction"
+is "$(v node-traps multi_statement_after_rollback)" "true" "... until a ROLLBACK"
+is "$(v node-traps multi_statement_implicit_failed_then)" "RP004 ok" \
+	"without BEGIN/COMMIT the string is one implicit transaction: the failure leaves it clean"
 is "$(v node-traps query_timeout_rejected_while_held) $(v node-traps query_timeout_error)" "true Query read timeout" \
 	"naive: query_timeout rejects the waiting rp_acquire on the client"
 is "$(v node-traps query_timeout_lock_taken_anyway) $(v node-traps query_timeout_waiter_backend_alive)" "true true" \
