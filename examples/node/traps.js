@@ -2,7 +2,8 @@
 // failing the naive way and working the documented way
 // (docs/applications.md).  Prints one "name value" line per observation.
 'use strict';
-const { Pool, Client } = require('pg');
+const pg = require('pg');
+const { Pool, Client } = pg;
 
 const out = (k, v) => console.log(`${k} ${v}`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -83,6 +84,76 @@ async function main() {
   };
   out('calls_star_expansion', await calls('SELECT (rp_acquire($1, 10000)).*', 'trap5a'));
   out('calls_select_from', await calls('SELECT * FROM rp_acquire($1, 10000)', 'trap5b'));
+
+  // 2b. Select the lease's columns instead: token a string, fence a bigint
+  // (a string, see 3), expires_at a Date.
+  const { rows: [cols] } = await c1.query('SELECT token, fence, expires_at FROM rp_acquire($1, 10000)', ['trap2c']);
+  out('columns_types', `${typeof cols.token} ${typeof cols.fence} ${cols.expires_at instanceof Date ? 'Date' : typeof cols.expires_at}`);
+  await c1.query('SELECT rp_release($1, $2)', ['trap2c', cols.token]);
+
+  // 3b. int8 as BigInt, for one client (pg.types.setTypeParser(20, BigInt)
+  // does the same for the whole process): fences compare right and pass back
+  // as parameters; JSON.stringify refuses a BigInt.  parseInt instead would
+  // silently round int8 above 2^53.
+  const typed = (parse) => new Client({ types: { getTypeParser: (oid, fmt) =>
+    (oid === 20 ? parse : pg.types.getTypeParser(oid, fmt)) } });
+  const cb = typed(BigInt);
+  await cb.connect();
+  const b9 = (await cb.query('SELECT token, fence FROM rp_acquire($1, 10000, 0, 98)', ['trap3b'])).rows[0];
+  await cb.query('SELECT rp_release($1, $2)', ['trap3b', b9.token]);
+  const b10 = (await cb.query('SELECT token, fence FROM rp_acquire($1, 10000, 0, $2)', ['trap3b', b9.fence])).rows[0];
+  await cb.query('SELECT rp_release($1, $2)', ['trap3b', b10.token]);
+  out('fence_bigint_parser', `${typeof b9.fence} ${b9.fence}<${b10.fence}=${b9.fence < b10.fence}`);
+  let json;
+  try { json = JSON.stringify(b9); } catch (e) { json = e.constructor.name; }
+  out('fence_bigint_json', json);
+  await cb.end();
+  const cp = typed(parseInt);
+  await cp.connect();
+  out('int8_parseint_exact', String((await cp.query('SELECT 9007199254740993::int8 AS n')).rows[0].n) === '9007199254740993');
+  await cp.end();
+
+  // 5b. SELECT (rp_ratelimit_consume(...)).* consumes once per column.
+  const units = async (sql, key) => {
+    await c1.query('SELECT rp_ratelimit_reset($1)', [key]);
+    await c1.query(sql, [key]);
+    return 100 - Number((await c1.query('SELECT remaining FROM rp_ratelimit_peek($1, 100, 60000)', [key])).rows[0].remaining);
+  };
+  out('ratelimit_star_units', await units('SELECT (rp_ratelimit_consume($1, 100, 60000)).*', 'trap5c'));
+  out('ratelimit_from_units', await units('SELECT * FROM rp_ratelimit_consume($1, 100, 60000)', 'trap5d'));
+
+  // 5c. The limiter beside a query with a FROM runs once per row: no row, no
+  // limit; in WHERE, once per row scanned.  In FROM it runs once.
+  await c1.query('CREATE TEMP TABLE trap_item AS SELECT g AS id FROM generate_series(1, 10) g');
+  out('ratelimit_select_list_no_rows_units',
+      await units('SELECT rp_ratelimit($1, 100, 60000) AS ok, id FROM trap_item WHERE id = 99', 'trap5e'));
+  out('ratelimit_where_units', await units('SELECT id FROM trap_item WHERE rp_ratelimit($1, 100, 60000)', 'trap5f'));
+  out('ratelimit_in_from_units', await units(
+    `SELECT rl.allowed, q.id FROM rp_ratelimit($1, 100, 60000) AS rl(allowed)
+     LEFT JOIN LATERAL (SELECT id FROM trap_item WHERE rl.allowed OFFSET 0) q ON true`, 'trap5g'));
+
+  // 5d. A multi-statement string that fails after its BEGIN leaves the
+  // transaction open and aborted on that connection: the next query on it
+  // fails (25P02) until a ROLLBACK.  pool.query discards such a client.
+  await c1.query('DROP TABLE IF EXISTS trap_fenced');
+  await c1.query('CREATE TABLE trap_fenced (id int PRIMARY KEY, fence_token bigint NOT NULL DEFAULT 0)');
+  await c1.query(`CREATE TRIGGER fence BEFORE INSERT OR UPDATE OR DELETE ON trap_fenced
+                  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=trap5h', 'xact')`);
+  const noLease = "BEGIN; SELECT token FROM rp_acquire_xact('trap5h', 5000); INSERT INTO trap_fenced VALUES (1); COMMIT";
+  await c2.query("SELECT token FROM rp_acquire('trap5h', 10000)");   // held elsewhere: the guard refuses
+  let code;
+  try { await c1.query(noLease); } catch (e) { code = e.code; }
+  let next;
+  try { await c1.query('SELECT 1'); next = 'ok'; } catch (e) { next = e.code; }
+  out('multi_statement_failed_then', `${code} ${next}`);
+  await c1.query('ROLLBACK');
+  out('multi_statement_after_rollback', (await c1.query('SELECT 1 AS one')).rows[0].one === 1);
+  // The same string without BEGIN and COMMIT is one implicit transaction:
+  // the failure rolls it back and leaves the connection clean.
+  try { await c1.query(noLease.replace('BEGIN; ', '').replace('; COMMIT', '')); } catch (e) { code = e.code; }
+  try { await c1.query('SELECT 1'); next = 'ok'; } catch (e) { next = e.code; }
+  out('multi_statement_implicit_failed_then', `${code} ${next}`);
+  await c2.query('SELECT rp_release_all()');
   c1.release(); c2.release();
 
   // 6. A client-side timeout does not stop a waiting rp_acquire.  A holder

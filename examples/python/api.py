@@ -1,7 +1,17 @@
 #!/usr/bin/python3
-"""api.py -- an HTTP handler that enforces rp_ratelimit_consume and answers
-429 with Retry-After.  One SQL call per request; retry_after_ms is an int in
-psycopg (a string in node-postgres)."""
+"""api.py -- an HTTP handler whose rate limit and work are ONE statement:
+rp_ratelimit_consume and the request's own query (here it records the call)
+in one round trip, the query run only when the request was admitted; a
+refusal answers 429 with Retry-After.  retry_after_ms is an int in psycopg (a
+string in node-postgres).
+
+The shape: the limiter in FROM (called exactly once), the work gated on its
+answer.  Never the limiter in the select list of a query with a FROM, or in
+its WHERE: it is then called once per row -- not at all when no row matches.
+What not to do: the rate-limit call, then the request's query, as two round
+trips.  rp_ratelimit (a boolean, no headers) answers a hot refused key from
+the server's refusal cache without going to Redis; rp_ratelimit_consume
+always asks Redis."""
 import http.server
 import math
 import threading
@@ -19,19 +29,25 @@ _conn = None
 _conn_lock = threading.Lock()
 
 
-def consume(key):
+HANDLE = """
+    WITH rl AS (SELECT * FROM rp_ratelimit_consume(%s, %s, %s)),
+         work AS (INSERT INTO example_request_py (user_name) SELECT %s FROM rl WHERE rl.allowed RETURNING id)
+    SELECT rl.allowed, rl.remaining, rl.retry_after_ms, (SELECT id FROM work) AS request_id FROM rl"""
+
+
+def handle(user):
     global _conn
     with _conn_lock:
         if _conn is None or _conn.closed:
-            _conn = psycopg.connect(autocommit=True, row_factory=namedtuple_row)
-        return _conn.execute("SELECT * FROM rp_ratelimit_consume(%s, %s, %s)",
-                             (key, LIMIT, WINDOW_MS)).fetchone()
+            _conn = psycopg.connect(autocommit=True, row_factory=namedtuple_row,
+                                    options="-c statement_timeout=5000")
+        return _conn.execute(HANDLE, (f"api:{user}", LIMIT, WINDOW_MS, user)).fetchone()
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         user = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query).get("user", ["anonymous"])[0]
-        rl = consume(f"api:{user}")
+        rl = handle(user)
         if rl.allowed:
             self.send_response(200)
         else:
@@ -39,7 +55,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Retry-After", str(max(1, math.ceil(rl.retry_after_ms / 1000))))
         self.send_header("X-RateLimit-Remaining", str(rl.remaining))
         self.end_headers()
-        self.wfile.write(b"hello\n" if rl.allowed else b"slow down\n")
+        self.wfile.write(f"request {rl.request_id}\n".encode() if rl.allowed else b"slow down\n")
 
     def log_message(self, *args):
         pass
@@ -55,6 +71,8 @@ def get(port, user):
 
 def main():
     with psycopg.connect(autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS example_request_py (id bigserial PRIMARY KEY, user_name text NOT NULL)")
+        conn.execute("DELETE FROM example_request_py WHERE user_name IN ('carol', 'dave')")
         conn.execute("SELECT rp_ratelimit_reset('api:carol'), rp_ratelimit_reset('api:dave')")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -64,6 +82,10 @@ def main():
     print("carol", " ".join(str(s) for s, _ in carol))
     print("retry_after", carol[7][1])
     print("dave", " ".join(str(s) for s, _ in dave))
+    with psycopg.connect(autocommit=True) as conn:   # the work ran for the admitted requests only
+        c, d = conn.execute("""SELECT count(*) FILTER (WHERE user_name = 'carol'),
+            count(*) FILTER (WHERE user_name = 'dave') FROM example_request_py""").fetchone()
+        print(f"work_done carol={c} dave={d}")
     server.shutdown()
     if _conn is not None:
         _conn.close()
