@@ -1,38 +1,67 @@
-// bench/apps/bench.js -- the comparison an application developer makes.
+// bench/apps/bench.js -- what a Node application pays for the whole request,
+// with the extension in its fast forms and with the libraries it would
+// otherwise pick (node-redlock, rate-limiter-flexible over ioredis).
 //
-// 1. The whole critical section: take the lock, read-modify-write one row,
-//    release.
-//      redlock   node-redlock (ioredis) lock; INCR a fence counter in Redis
-//                (redlock has none); UPDATE ... WHERE fence_token <= $t; unlock:
-//                four round trips (three to Redis, one to PostgreSQL)
-//      rp        one statement through pool.query: rp_acquire_xact and the
-//                guarded UPDATE in one transaction, released at its commit:
-//                one round trip to PostgreSQL (and one from it to Redis,
-//                plus the release at commit)
-//    Each client works on its own account: the lock is never contended, so
-//    this measures what the critical section costs, not queueing.
-// 2. Rate limiting: rate-limiter-flexible's RateLimiterRedis.consume against
-//    SELECT rp_ratelimit(key, ...) from node-postgres (algorithm
-//    sliding_window: O(1), like its fixed-window counter).
-// 3. Leases that expire mid-work: 8 clients increment ONE account, each
-//    holding a 50 ms lease across a read, 0-100 ms of work and a write.
-//      redlock   lock; t = INCR; SELECT balance; work;
-//                UPDATE SET balance = read + 1, fence_token = t WHERE fence_token <= t; unlock
-//      rp        BEGIN; rp_acquire_xact(..., verify_at_commit => true); SELECT balance;
-//                work; UPDATE SET balance = read + 1, fence_token = fence (the guard);
-//                COMMIT
-//    lost increments = writes the client saw succeed - the balance's growth;
-//    stale writes    = writes that succeeded though a newer lease had been
-//                      granted (to another client) before they were issued.
-// Sides alternate within each round (the order flips every round); every
-// number is from this one run.  Prints JSON lines; run.sh makes the table.
+// Groups; within a group every mode runs in every round, the order rotated
+// by one each round, at each client count; each client works on its own
+// account and key, so nothing queues on a lock:
+//
+//   lock     the lock cycle alone
+//     redlock_cycle    redlock.acquire + lock.release: two Redis round trips
+//     rp_cycle         SELECT token FROM rp_acquire(...), then
+//                      SELECT rp_release(name, token) through pool.query: two
+//                      PostgreSQL round trips, each making one backend->Redis
+//   section  the whole fenced critical section
+//     redlock_section  redlock.acquire; INCR a fence counter (redlock has no
+//                      fencing token); UPDATE ... WHERE fence_token <= $t;
+//                      release: four round trips (three Redis, one PostgreSQL)
+//     rp_one_trip      ONE multi-statement simple query through pool.query:
+//                      BEGIN; SELECT token FROM rp_acquire_xact(...); UPDATE;
+//                      COMMIT, on a table with the lock-bound guard
+//                      rp_fence_guard('fence_token', 'lock=account-{id}',
+//                      'xact'), which sets fence_token from the lease
+//     rp_one_stmt      ONE statement with parameters: WITH lease AS (SELECT *
+//                      FROM rp_acquire_xact($1, ...)) UPDATE ... FROM lease
+//     rp_four_trips    the slow way: a checked-out client, BEGIN; SELECT *
+//                      FROM rp_acquire_xact; UPDATE; COMMIT as four round trips
+//     update_only      the bare UPDATE on a table without a trigger: the floor
+//   admit    rate limit, admitted key, and the request's own query (a
+//            primary-key read)
+//     rlf_admit        RateLimiterRedis.consume, then the query
+//     rp_admit         one round trip: rp_ratelimit in FROM, the query in a
+//                      LATERAL gated on it (OFFSET 0: not run when refused)
+//     query_only       the query alone: the floor
+//   refuse   the same for a hot key that is refused every time
+//     rlf_refuse       RateLimiterRedis.consume rejects (one Redis round trip)
+//     rlf_refuse_memory  the same limiter with inMemoryBlockOnConsumed: the
+//                      refusal is answered in the Node process
+//     rp_refuse        the rp_admit statement: answered from the server's
+//                      refusal cache (no Redis round trip), the query not run
+//   floor    pg_select1 (SELECT 1 through pool.query), redis_ping (ioredis
+//            PING): one round trip to each, no work
+//
+// Then the correctness run of leases that expire mid-work (8 clients, one
+// account, 200 ms leases across a read, 0-400 ms of work and a write; the
+// lock-bound guard stops believing a lease redis_primitives.lease_margin,
+// 100 ms, before its TTL):
+//     redlock  acquire; t = INCR; SELECT balance; work;
+//              UPDATE SET balance = read + 1, fence_token = t WHERE fence_token <= t; release
+//     rp       BEGIN; rp_acquire_xact(..., verify_at_commit => true);
+//              SELECT balance; work; UPDATE (the guard); COMMIT
+//   lost increments = writes the client saw succeed - the balance's growth;
+//   stale writes    = writes that succeeded though a newer lease had been
+//                     granted (to another client) before they were issued.
+//
+// Prints JSON lines (one per mode, clients and round; cache counters; the
+// expiry runs); run.sh turns them into the report.  Knobs: ROUNDS (5),
+// SECONDS_PER_RUN (2), CLIENTS ("1 8"), EXPIRY_SECONDS (4), GROUPS (all).
 'use strict';
-const { Pool } = require('pg');
+const pg = require('pg');
 const Redis = require('ioredis');
-const Redlock = require('redlock');
-const { RateLimiterRedis } = require('rate-limiter-flexible');
+const Redlock = require('redlock').default;
+const { RateLimiterRedis, RateLimiterRes } = require('rate-limiter-flexible');
 
-const ROUNDS = Number(process.env.ROUNDS || 3);
+const ROUNDS = Number(process.env.ROUNDS || 5);
 const SECONDS = Number(process.env.SECONDS_PER_RUN || 2);
 const CLIENTS = (process.env.CLIENTS || '1 8').split(' ').map(Number);
 const EXPIRY_SECONDS = Number(process.env.EXPIRY_SECONDS || 4);
@@ -40,76 +69,165 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const now = () => Number(process.hrtime.bigint()) / 1e6;   // ms
 
 const redis = new Redis({ port: Number(process.env.REDIS_PORT), host: '127.0.0.1', enableAutoPipelining: false });
-const pool = new Pool({ max: 8 });
+const pool = new pg.Pool({ max: Math.max(...CLIENTS) });
 const redlock = new Redlock([redis], { retryCount: 0 });
-const rlf = new RateLimiterRedis({ storeClient: redis, keyPrefix: 'rlf', points: 1e9, duration: 60 });
+const HOUR = 3600;
+const rlfAdmit = new RateLimiterRedis({ storeClient: redis, keyPrefix: 'rlf-admit', points: 1e9, duration: 60 });
+const rlfHot = new RateLimiterRedis({ storeClient: redis, keyPrefix: 'rlf-hot', points: 1, duration: HOUR });
+const rlfHotMemory = new RateLimiterRedis({ storeClient: redis, keyPrefix: 'rlf-hot-mem', points: 1, duration: HOUR,
+                                            inMemoryBlockOnConsumed: 1 });
+
+// The request's own query, the same on both sides of the rate limit groups.
+const QUERY = 'SELECT balance FROM bench_account WHERE id = $1';
+// The folded form: the limiter called once (in FROM), the query gated on it.
+const FOLDED = (limit, windowMs) =>
+  `SELECT rl.allowed, q.balance
+     FROM rp_ratelimit($1, ${limit}, ${windowMs}, 1, 'sliding_window') AS rl(allowed)
+     LEFT JOIN LATERAL (SELECT balance FROM bench_account WHERE id = $2 AND rl.allowed OFFSET 0) q ON true`;
+const FOLDED_ADMIT = FOLDED(1000000000, 60000);
+const FOLDED_HOT = FOLDED(1, HOUR * 1000);
 
 async function setup() {
-  await pool.query(`DROP TABLE IF EXISTS bench_account`);
+  await pool.query(`DROP TABLE IF EXISTS bench_account, bench_account_rp`);
   await pool.query(`CREATE TABLE bench_account (id int PRIMARY KEY, balance bigint NOT NULL DEFAULT 0,
                     fence_token bigint NOT NULL DEFAULT 0)`);
-  await pool.query(`INSERT INTO bench_account (id) SELECT generate_series(0, 99)`);
-  await pool.query(`CREATE TABLE IF NOT EXISTS bench_account_rp (LIKE bench_account INCLUDING ALL)`);
-  await pool.query(`TRUNCATE bench_account_rp`);
-  await pool.query(`INSERT INTO bench_account_rp (id) SELECT generate_series(0, 99)`);
-  await pool.query(`CREATE OR REPLACE TRIGGER fence BEFORE INSERT OR UPDATE ON bench_account_rp
-                    FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token')`);
+  await pool.query(`INSERT INTO bench_account (id) SELECT generate_series(0, 101)`);
+  await pool.query(`CREATE TABLE bench_account_rp (LIKE bench_account INCLUDING ALL)`);
+  // The first INSERT of each row needs its lease too (lock-bound guard).
+  await pool.query(`BEGIN;
+    SELECT rp_acquire_xact('account-' || i, 10000, 10000) FROM generate_series(0, 101) i;
+    CREATE TRIGGER fence BEFORE INSERT OR UPDATE OR DELETE ON bench_account_rp
+      FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=account-{id}', 'xact');
+    INSERT INTO bench_account_rp (id) SELECT generate_series(0, 101);
+    COMMIT`);
+  // The hot keys: admitted once here, refused from then on.
+  for (const c of Array.from({ length: Math.max(...CLIENTS) }, (_, i) => i)) {
+    await rlfHot.consume(`hot-${c}`);
+    await rlfHotMemory.consume(`hot-${c}`);
+    await pool.query('SELECT rp_ratelimit_reset($1)', [`hot-${c}`]);
+    const { rows: [r] } = await pool.query(FOLDED_HOT, [`hot-${c}`, c]);
+    if (!r.allowed) throw new Error('hot key refused at its first call');
+  }
 }
 
-const sides = {
-  // critical section
-  async redlock(c) {
-    const lock = await redlock.lock(`locks:account-${c}`, 5000);
-    const t = await redis.incr(`fence:account-${c}`);
-    await pool.query('UPDATE bench_account SET balance = balance + 1, fence_token = $2 WHERE id = $1 AND fence_token <= $2', [c, t]);
-    await lock.unlock();
+async function refusedBy(limiter, key) {
+  try {
+    await limiter.consume(key);
+  } catch (e) {
+    if (e instanceof RateLimiterRes) return;   // refused: what this mode measures
+    throw e;
+  }
+  throw new Error(`${key} admitted`);
+}
+
+const modes = {
+  // lock: the cycle alone
+  async redlock_cycle(c) {
+    const lock = await redlock.acquire([`locks:account-${c}`], 5000);
+    await lock.release();
   },
-  async rp(c) {
+  async rp_cycle(c) {
+    const name = `cycle-${c}`;
+    const { rows: [l] } = await pool.query('SELECT token FROM rp_acquire($1, 5000)', [name]);
+    if (l.token === null) throw new Error('not acquired');
+    const { rows: [r] } = await pool.query('SELECT rp_release($1, $2) AS ok', [name, l.token]);
+    if (!r.ok) throw new Error('not released');
+  },
+  // section: the whole fenced critical section
+  async redlock_section(c) {
+    const lock = await redlock.acquire([`locks:account-${c}`], 5000);
+    try {
+      const t = await redis.incr(`fence:account-${c}`);
+      const r = await pool.query(
+        'UPDATE bench_account SET balance = balance + 1, fence_token = $2 WHERE id = $1 AND fence_token <= $2', [c, t]);
+      if (r.rowCount !== 1) throw new Error('fenced out');
+    } finally {
+      await lock.release();
+    }
+  },
+  async rp_one_trip(c) {
+    // c is a number: nothing to escape (examples/node/worker.js shows
+    // pg.escapeLiteral for a name from outside).
+    const r = await pool.query(`BEGIN;
+      SELECT token FROM rp_acquire_xact('account-${c}', 5000);
+      UPDATE bench_account_rp SET balance = balance + 1 WHERE id = ${c};
+      COMMIT`);
+    if (r[2].rowCount !== 1) throw new Error('not written');
+  },
+  async rp_one_stmt(c) {
     const { rowCount } = await pool.query(
-      `WITH lease AS (SELECT * FROM rp_acquire_xact($1, 5000))
-       UPDATE bench_account_rp a SET balance = a.balance + 1, fence_token = lease.fence
+      `WITH lease AS (SELECT token FROM rp_acquire_xact($1, 5000))
+       UPDATE bench_account_rp a SET balance = a.balance + 1
        FROM lease WHERE a.id = $2 AND lease.token IS NOT NULL`, [`account-${c}`, c]);
     if (rowCount !== 1) throw new Error('not acquired');
   },
-  // where the time goes (1 client): the parts of each side alone
+  async rp_four_trips(c) {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      const { rows: [l] } = await client.query('SELECT token FROM rp_acquire_xact($1, 5000)', [`account-${c}`]);
+      if (l.token === null) throw new Error('not acquired');
+      await client.query('UPDATE bench_account_rp SET balance = balance + 1 WHERE id = $1', [c]);
+      await client.query('COMMIT');
+    } catch (e) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw e;
+    } finally {
+      client.release();
+    }
+  },
+  async update_only(c) {
+    await pool.query('UPDATE bench_account SET balance = balance + 1 WHERE id = $1', [c]);
+  },
+  // admit: rate limit an admitted key, then the request's query
+  async rlf_admit(c) {
+    await rlfAdmit.consume(`user-${c}`);
+    await pool.query(QUERY, [c]);
+  },
+  async rp_admit(c) {
+    const { rows: [r] } = await pool.query(FOLDED_ADMIT, [`user-${c}`, c]);
+    if (!r.allowed || r.balance === null) throw new Error('refused');
+  },
+  async query_only(c) { await pool.query(QUERY, [c]); },
+  // refuse: a hot key, refused every time
+  async rlf_refuse(c) { await refusedBy(rlfHot, `hot-${c}`); },
+  async rlf_refuse_memory(c) { await refusedBy(rlfHotMemory, `hot-${c}`); },
+  async rp_refuse(c) {
+    const { rows: [r] } = await pool.query(FOLDED_HOT, [`hot-${c}`, c]);
+    if (r.allowed || r.balance !== null) throw new Error('admitted');
+  },
+  // floor: one round trip, no work
   async pg_select1() { await pool.query('SELECT 1'); },
-  async pg_update(c) {
-    await pool.query('UPDATE bench_account SET balance = balance + 1, fence_token = fence_token WHERE id = $1', [c]);
-  },
-  async pg_update_guarded(c) {
-    await pool.query('UPDATE bench_account_rp SET balance = balance + 1, fence_token = fence_token WHERE id = $1', [c]);
-  },
-  async rp_acquire_release(c) {   // acquire at the statement, release at its commit
-    await pool.query('SELECT * FROM rp_acquire_xact($1, 5000)', [`account-${c}`]);
-  },
   async redis_ping() { await redis.ping(); },
-  async redlock_only(c) { const l = await redlock.lock(`locks:account-${c}`, 5000); await l.unlock(); },
-  // rate limiting
-  async rlf(c) { await rlf.consume(`user-${c}`); },
-  async rp_ratelimit(c) {
-    await pool.query(`SELECT rp_ratelimit($1, 1000000000, 60000, 1, 'sliding_window')`, [`user-${c}`]);
-  },
 };
 
-async function measure(side, clients) {
+const GROUPS = {
+  lock: ['redlock_cycle', 'rp_cycle'],
+  section: ['redlock_section', 'rp_one_trip', 'rp_one_stmt', 'rp_four_trips', 'update_only'],
+  admit: ['rlf_admit', 'rp_admit', 'query_only'],
+  refuse: ['rlf_refuse', 'rlf_refuse_memory', 'rp_refuse'],
+  floor: ['pg_select1', 'redis_ping'],
+};
+const chosen = (process.env.GROUPS || Object.keys(GROUPS).join(' ')).split(' ');
+
+async function measure(mode, clients, seconds) {
   const lat = [];
-  const end = now() + SECONDS * 1000;
-  let errors = 0;
+  const end = now() + seconds * 1000;
+  let errors = 0, firstError;
   await Promise.all(Array.from({ length: clients }, async (_, c) => {
     while (now() < end) {
       const t0 = now();
-      try { await sides[side](c); lat.push(now() - t0); } catch (e) { errors++; }
+      try { await modes[mode](c); lat.push(now() - t0); } catch (e) { errors++; firstError = firstError || e.message; }
     }
   }));
-  return { lat, errors };
+  return { lat, errors, firstError };
 }
 
 const pct = (a, p) => a[Math.min(a.length - 1, Math.floor(p * a.length))];
 
 async function expiryRun(side) {
-  const TTL = 50, ACCOUNT = 100 + (side === 'redlock' ? 0 : 1);
+  const TTL = 200, ACCOUNT = 100 + (side === 'redlock' ? 0 : 1);
   const table = side === 'redlock' ? 'bench_account' : 'bench_account_rp';
-  await pool.query(`INSERT INTO ${table} (id) VALUES ($1) ON CONFLICT (id) DO UPDATE SET balance = 0`, [ACCOUNT]);
   const start = Number((await pool.query(`SELECT balance FROM ${table} WHERE id = $1`, [ACCOUNT])).rows[0].balance);
   let acked = 0, refused = 0, attempts = 0, notAcquired = 0;
   const grants = [], writes = [];   // {fence, at}; {fence, issued} of acknowledged writes
@@ -120,10 +238,10 @@ async function expiryRun(side) {
     try {
       while (now() < end) {
         attempts++;
-        const work = Math.random() * 100;
+        const work = Math.random() * 400;
         if (side === 'redlock') {
           let lock;
-          try { lock = await rlk.lock(`locks:account-${ACCOUNT}`, TTL); } catch (e) { notAcquired++; continue; }
+          try { lock = await rlk.acquire([`locks:account-${ACCOUNT}`], TTL); } catch (e) { notAcquired++; continue; }
           const t = await redis.incr(`fence:account-${ACCOUNT}`);
           grants.push({ fence: t, at: now() });
           const bal = Number((await client.query('SELECT balance FROM bench_account WHERE id = $1', [ACCOUNT])).rows[0].balance);
@@ -133,23 +251,22 @@ async function expiryRun(side) {
             'UPDATE bench_account SET balance = $2, fence_token = $3 WHERE id = $1 AND fence_token <= $3',
             [ACCOUNT, bal + 1, t]);
           if (r.rowCount === 1) { acked++; writes.push({ fence: t, issued }); } else refused++;
-          await lock.unlock().catch(() => {});
+          await lock.release().catch(() => {});   // throws when the lease had expired
         } else {
           try {
             await client.query('BEGIN');
             const { rows: [l] } = await client.query(
-              'SELECT * FROM rp_acquire_xact($1, $2, 2000, 0, true)', [`account-${ACCOUNT}`, TTL]);
+              'SELECT token, fence FROM rp_acquire_xact($1, $2, 2000, 0, true)', [`account-${ACCOUNT}`, TTL]);
             if (l.token === null) { notAcquired++; await client.query('ROLLBACK'); continue; }
             grants.push({ fence: Number(l.fence), at: now() });
             const bal = Number((await client.query('SELECT balance FROM bench_account_rp WHERE id = $1', [ACCOUNT])).rows[0].balance);
             await sleep(work);
             const issued = now();
-            await client.query('UPDATE bench_account_rp SET balance = $2, fence_token = $3 WHERE id = $1',
-                               [ACCOUNT, bal + 1, l.fence]);
+            await client.query('UPDATE bench_account_rp SET balance = $2 WHERE id = $1', [ACCOUNT, bal + 1]);
             await client.query('COMMIT');
             acked++; writes.push({ fence: Number(l.fence), issued });
           } catch (e) {
-            refused++;                      // RP001 (guard) or RP002 (lease lost before commit)
+            refused++;                      // RP004 (guard: lease gone) or RP002 (lost before commit)
             await client.query('ROLLBACK').catch(() => {});
           }
         }
@@ -163,42 +280,40 @@ async function expiryRun(side) {
   return { side, attempts, acked, refused, notAcquired, grew: final - start, lost: acked - (final - start), stale };
 }
 
+async function cacheHits() {
+  return Number((await pool.query('SELECT hits FROM rp_ratelimit_cache_info()')).rows[0].hits);
+}
+
 async function main() {
   await setup();
-  // warm-up: connections, script caches
-  for (const s of Object.keys(sides)) await measure(s, 8);
-  const pairs = [['redlock', 'rp'], ['rlf', 'rp_ratelimit']];
-  const acc = {};
+  const groups = chosen.filter((g) => GROUPS[g]);
+  // warm-up: connections, script caches, plans
+  for (const g of groups) for (const m of GROUPS[g]) await measure(m, Math.max(...CLIENTS), 0.3);
+  const hits0 = await cacheHits();
+  let refuseCalls = 0;
   for (let round = 0; round < ROUNDS; round++) {
     for (const clients of CLIENTS) {
-      for (const pair of pairs) {
-        const order = round % 2 ? [...pair].reverse() : pair;
-        for (const side of order) {
-          const { lat, errors } = await measure(side, clients);
-          const k = `${side}|${clients}`;
-          (acc[k] = acc[k] || { lat: [], ops: 0, secs: 0, errors: 0 });
-          acc[k].lat.push(...lat); acc[k].ops += lat.length; acc[k].secs += SECONDS; acc[k].errors += errors;
+      for (const group of groups) {
+        const ms = GROUPS[group];
+        const order = ms.map((_, i) => ms[(i + round) % ms.length]);   // rotated by one each round
+        for (const [pos, mode] of order.entries()) {
+          const { lat, errors, firstError } = await measure(mode, clients, SECONDS);
+          if (mode === 'rp_refuse') refuseCalls += lat.length + errors;
           const s = [...lat].sort((a, b) => a - b);
-          console.log(JSON.stringify({ kind: 'round', round, side, clients, ops_s: +(lat.length / SECONDS).toFixed(0),
-            p50: +pct(s, 0.5).toFixed(3), p99: +pct(s, 0.99).toFixed(3), errors }));
+          console.log(JSON.stringify({ kind: 'round', group, round, pos, mode, clients,
+            ops_s: +(lat.length / SECONDS).toFixed(1), p50: +(pct(s, 0.5) || 0).toFixed(3),
+            p99: +(pct(s, 0.99) || 0).toFixed(3), errors, firstError }));
         }
       }
     }
-    for (const side of ['pg_select1', 'pg_update', 'pg_update_guarded', 'rp_acquire_release', 'redis_ping', 'redlock_only']) {
-      const { lat } = await measure(side, 1);
-      const k = `${side}|1`;
-      (acc[k] = acc[k] || { lat: [], ops: 0, secs: 0, errors: 0 });
-      acc[k].lat.push(...lat); acc[k].ops += lat.length; acc[k].secs += SECONDS;
+  }
+  if (groups.includes('refuse')) {
+    console.log(JSON.stringify({ kind: 'cache', rp_refuse_calls: refuseCalls, cache_hits: (await cacheHits()) - hits0 }));
+  }
+  if (EXPIRY_SECONDS > 0) {
+    for (const side of ['redlock', 'rp', 'redlock', 'rp']) {
+      console.log(JSON.stringify({ kind: 'expiry', ...(await expiryRun(side)) }));
     }
-  }
-  for (const [k, v] of Object.entries(acc)) {
-    const [side, clients] = k.split('|');
-    const s = v.lat.sort((a, b) => a - b);
-    console.log(JSON.stringify({ kind: 'total', side, clients: Number(clients), ops_s: +(v.ops / v.secs).toFixed(0),
-      p50: +pct(s, 0.5).toFixed(3), p99: +pct(s, 0.99).toFixed(3), errors: v.errors }));
-  }
-  for (const side of ['redlock', 'rp', 'redlock', 'rp']) {
-    console.log(JSON.stringify({ kind: 'expiry', ...(await expiryRun(side)) }));
   }
   await pool.end();
   redis.disconnect();
