@@ -16,7 +16,6 @@
 source "$(dirname "$0")/tap.bash"
 plan 15
 
-command -v pgbouncer >/dev/null || { echo "not ok 1 - pgbouncer is not installed (RP_PACKAGES)"; exit 1; }
 drive() { /usr/bin/python3 "$(dirname "$0")/pool_exclusion.py" "$@" 2>"$RP_TMP/pool_exclusion.err"; }
 num() { echo "$1" | sed -n "s/.*$2 \([0-9]*\).*/\1/p"; }
 dsn="host=$PGHOST port=$PGPORT dbname=$RP_DB user=$PGUSER"
@@ -49,25 +48,7 @@ cmp_ok "$(num "$out" overlaps)" -gt 0 "naive (session-wide re-entry): entries wh
 cmp_ok "$(num "$out" same_token)" -gt 0 "naive: ... handed the very token the other worker held"
 
 # ---- PgBouncer, transaction mode ----------------------------------------------
-bport=$(rp_free_port)
-printf '"%s" ""\n' "$PGUSER" >"$RP_TMP/pe-bouncer.users"
-cat >"$RP_TMP/pe-bouncer.ini" <<INI
-[databases]
-txn = host=$RP_TMP port=$PGPORT dbname=$RP_DB pool_mode=transaction pool_size=8
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $bport
-unix_socket_dir =
-auth_type = trust
-auth_file = $RP_TMP/pe-bouncer.users
-logfile = $RP_TMP/pe-bouncer.log
-pidfile = $RP_TMP/pe-bouncer.pid
-max_client_conn = 100
-INI
-chmod a+r "$RP_TMP/pe-bouncer.ini" "$RP_TMP/pe-bouncer.users"
-rp_as_pg pgbouncer -d -q "$RP_TMP/pe-bouncer.ini" || cat "$RP_TMP/pe-bouncer.log" >&2
-trap '[ -f "$RP_TMP/pe-bouncer.pid" ] && kill "$(cat "$RP_TMP/pe-bouncer.pid")" 2>/dev/null' EXIT
-wait_for 30 "rp_port_taken $bport"
+txn_bouncer pe-bouncer; bport=$BPORT
 out=$(drive --dsn "host=127.0.0.1 port=$bport dbname=txn user=$PGUSER" --per-worker pe-bouncer)
 diag "PgBouncer (transaction mode, 8 server connections): $out"
 is "$(num "$out" entries)" "240" "PgBouncer: 16 workers x 15 critical sections all entered"

@@ -66,6 +66,35 @@ own_redis() {
 	export PGOPTIONS="-c redis_primitives.port=$RPORT"
 }
 rc() { redis-cli -p "$RPORT" "$@"; }
+# txn_bouncer NAME: a PgBouncer (Debian's) in transaction mode in front of
+# this test's server, as an application's pool meets it: database "txn",
+# 8 server connections, trust auth for $PGUSER; BPORT is its port.  Stopped
+# at exit (its EXIT trap replaces the test's own, if any).
+txn_bouncer() {
+	local name=$1
+	command -v pgbouncer >/dev/null || { echo "Bail out! pgbouncer is not installed (RP_PACKAGES)"; exit 1; }
+	BPORT=$(rp_free_port)
+	printf '"%s" ""\n' "$PGUSER" >"$RP_TMP/$name.users"
+	cat >"$RP_TMP/$name.ini" <<INI
+[databases]
+txn = host=$RP_TMP port=$PGPORT dbname=$RP_DB pool_mode=transaction pool_size=8
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $BPORT
+unix_socket_dir =
+auth_type = trust
+auth_file = $RP_TMP/$name.users
+logfile = $RP_TMP/$name.log
+pidfile = $RP_TMP/$name.pid
+max_client_conn = 100
+INI
+	chmod a+r "$RP_TMP/$name.ini" "$RP_TMP/$name.users"
+	rp_as_pg pgbouncer -d -q "$RP_TMP/$name.ini" || cat "$RP_TMP/$name.log" >&2
+	# shellcheck disable=SC2064  # the name, now
+	trap "[ -f '$RP_TMP/$name.pid' ] && kill \"\$(cat '$RP_TMP/$name.pid')\" 2>/dev/null" EXIT
+	wait_for 30 "rp_port_taken $BPORT"  # a start on a loaded machine: seconds
+}
+
 round_trips() {
 	rc INFO commandstats | tr -d '\r' |
 		awk -F'[=:,]' '/^cmdstat_evalsha:|^cmdstat_eval:/ { n += $3 } END { print n + 0 }'
