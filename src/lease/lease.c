@@ -58,8 +58,23 @@ static const RpLeaseKindDef *rp_kinds[RP_LEASE_PERMIT + 1];
 
 #define RP_KIND_SUFFIX(kind)	(rp_lease_kind(kind)->suffix)
 
-static MemoryContext rp_lease_cxt = NULL;	/* every string of every entry */
-static HTAB *rp_held = NULL;	/* name -> RpLease, the granted leases */
+/*
+ * The granted leases of one name and kind, oldest first (RpLease.node): a
+ * lock has at most one, a semaphore as many permits as the session took,
+ * each in a transaction of its own (re-entry is per transaction, so one
+ * session behind a pool may hold several requests' permits of one name).
+ */
+typedef struct RpHeldName
+{
+	RpNameKey	hkey;			/* must be first; data: its own copy */
+	dlist_head	leases;
+} RpHeldName;
+
+static MemoryContext rp_lease_cxt = NULL;	/* every entry and its strings */
+static HTAB *rp_held = NULL;	/* (name, kind) -> RpHeldName */
+/* Every granted lease, oldest first (RpLease.all), and how many. */
+static dlist_head rp_granted = DLIST_STATIC_INIT(rp_granted);
+static long rp_ngranted = 0;
 static int	rp_nxact = 0;		/* how many of them are xact leases */
 static int	rp_nverify = 0;		/* and of those, with verify_at_commit */
 static long rp_sweep_at = 64;	/* sweep expired entries past this many */
@@ -148,7 +163,7 @@ rp_registry_setup(void)
 										 "redis_primitives leases",
 										 ALLOCSET_SMALL_SIZES);
 	ctl.keysize = sizeof(RpNameKey);
-	ctl.entrysize = sizeof(RpLease);
+	ctl.entrysize = sizeof(RpHeldName);
 	ctl.hash = rp_name_hash;
 	ctl.match = rp_name_match;
 	ctl.hcxt = rp_lease_cxt;
@@ -201,47 +216,129 @@ rp_lease_truth(RpLease *l)
 		l->expires_at = d;
 }
 
-RpLease *
-rp_lease_find(const char *name, size_t namelen, RpLeaseKind kind)
+/* The session's leases of this kind on name (NULL: none), oldest first. */
+static RpHeldName *
+rp_held_name(const char *name, size_t namelen, RpLeaseKind kind)
 {
 	RpNameKey	k = {name, namelen, kind};
-	RpLease    *l;
 
 	if (rp_held == NULL)
 		return NULL;
-	l = hash_search(rp_held, &k, HASH_FIND, NULL);
-	if (l != NULL)
+	return hash_search(rp_held, &k, HASH_FIND, NULL);
+}
+
+RpLease *
+rp_lease_find(const char *name, size_t namelen, RpLeaseKind kind)
+{
+	RpHeldName *h = rp_held_name(name, namelen, kind);
+	RpLease    *newest = NULL;
+	RpLease    *live = NULL;
+	TimestampTz now = GetCurrentTimestamp();
+	dlist_iter	it;
+
+	if (h == NULL)
+		return NULL;
+	dlist_foreach(it, &h->leases)
+	{
+		RpLease    *l = dlist_container(RpLease, node, it.cur);
+
 		rp_lease_truth(l);
-	return l;
+		newest = l;
+		if (l->expires_at > now)
+			live = l;
+	}
+	return live != NULL ? live : newest;
+}
+
+RpLease *
+rp_lease_find_token(const char *name, size_t namelen, RpLeaseKind kind,
+					const char *token)
+{
+	RpHeldName *h = rp_held_name(name, namelen, kind);
+	dlist_iter	it;
+
+	if (h == NULL)
+		return NULL;
+	dlist_foreach(it, &h->leases)
+	{
+		RpLease    *l = dlist_container(RpLease, node, it.cur);
+
+		if (strcmp(l->token, token) == 0)
+		{
+			rp_lease_truth(l);
+			return l;
+		}
+	}
+	return NULL;
+}
+
+RpLease *
+rp_lease_of_this_xact(const char *name, size_t namelen, RpLeaseKind kind,
+					  TimestampTz now)
+{
+	RpHeldName *h = rp_held_name(name, namelen, kind);
+	dlist_iter	it;
+
+	if (h == NULL)
+		return NULL;
+	dlist_foreach(it, &h->leases)
+	{
+		RpLease    *l = dlist_container(RpLease, node, it.cur);
+
+		rp_lease_truth(l);
+		if (rp_lease_this_xact(l) && l->expires_at > now)
+			return l;
+	}
+	return NULL;
+}
+
+RpLease *
+rp_lease_reenter(const char *name, size_t namelen, RpLeaseKind kind,
+				 TimestampTz now, int64 ttl_ms, int margin_ms)
+{
+	RpLease    *held = rp_lease_of_this_xact(name, namelen, kind, now);
+
+	/*
+	 * Hand back only a lease the lock-bound guard would accept: inside its
+	 * last margin_ms it is extended by the ttl asked for (same token and
+	 * fence); if Redis no longer holds it, the caller takes a new one as
+	 * any caller would.
+	 */
+	if (held != NULL &&
+		(TimestampTzPlusMilliseconds(held->expires_at, -(int64) margin_ms) > now ||
+		 rp_lease_extend_held(held, ttl_ms)))
+		return held;
+	return NULL;
 }
 
 static void rp_registry_sweep(void);
 
 /*
- * The one way into the registry: a granted lease, moved from the unsettled
- * entry u (which is freed).  Any entry for the name must be gone already.
+ * The one way into the registry: a granted lease, the unsettled entry u
+ * itself, moved from the unsettled list to its name's leases.  For a kind
+ * of which a name has one lease at a time, any entry for the name must be
+ * gone already.
  */
 static RpLease *
 rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
 {
-	RpLease    *l;
+	RpLease    *l = u;
+	RpHeldName *h;
 	bool		found;
 
-	if (hash_get_num_entries(rp_held) >= rp_sweep_at)
+	if (rp_ngranted >= rp_sweep_at)
 		rp_registry_sweep();
-	l = hash_search(rp_held, &u->hkey, HASH_ENTER, &found);
-	Assert(!found);
-	/* The unsettled entry's strings move over; its shell is freed. */
-	l->name = u->name;
-	l->namelen = u->namelen;
-	l->hkey.data = l->name;
-	l->hkey.len = l->namelen;
-	l->hkey.kind = u->kind;
-	l->kind = u->kind;
-	l->key = u->key;
-	l->keylen = u->keylen;
-	memcpy(l->token, u->token, RP_TOKEN_LEN + 1);
-	l->expires_at = u->expires_at;
+	h = hash_search(rp_held, &u->hkey, HASH_ENTER, &found);
+	if (!found)
+	{
+		/* The key outlives any one of the name's leases: its own copy. */
+		h->hkey.data = MemoryContextAlloc(rp_lease_cxt, u->namelen + 1);
+		memcpy((char *) h->hkey.data, u->name, u->namelen + 1);
+		dlist_init(&h->leases);
+	}
+	Assert(!rp_lease_kind(u->kind)->exclusive || dlist_is_empty(&h->leases));
+	dlist_delete(&u->node);
+	rp_nunsettled--;
 	l->fence = fence;
 	l->xact = xact;
 	l->verify = xact && verify;
@@ -249,9 +346,9 @@ rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
 	l->seq = ++rp_seq;
 	l->xact_gen = rp_xact_gen;
 	l->tries = 0;
-	dlist_delete(&u->node);
-	rp_nunsettled--;
-	pfree(u);
+	dlist_push_tail(&h->leases, &l->node);
+	dlist_push_tail(&rp_granted, &l->all);
+	rp_ngranted++;
 	if (l->xact)
 		rp_nxact++;
 	if (l->verify)
@@ -261,23 +358,31 @@ rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
 	return l;
 }
 
-/* The one way out of the registry. */
+/* The one way out of the registry (l is freed). */
 static void
 rp_registry_remove(RpLease *l)
 {
-	RpNameKey	k = l->hkey;
-	char	   *name = l->name;
-	char	   *key = l->key;
+	RpHeldName *h = hash_search(rp_held, &l->hkey, HASH_FIND, NULL);
 
+	Assert(h != NULL);
 	if (l->xact)
 		rp_nxact--;
 	if (l->verify)
 		rp_nverify--;
 	rp_locks_unpublish(l);
-	/* The hash key points at the name: free it only once the entry is out. */
-	hash_search(rp_held, &k, HASH_REMOVE, NULL);
-	pfree(name);
-	pfree(key);
+	dlist_delete(&l->node);
+	dlist_delete(&l->all);
+	rp_ngranted--;
+	if (dlist_is_empty(&h->leases))
+	{
+		/* The hash key points at its copy: free it once the entry is out. */
+		RpNameKey	k = h->hkey;
+
+		hash_search(rp_held, &k, HASH_REMOVE, NULL);
+		pfree((char *) k.data);
+	}
+	rp_lease_free_strings(l);
+	pfree(l);
 }
 
 /*
@@ -290,17 +395,19 @@ rp_registry_remove(RpLease *l)
 static void
 rp_registry_sweep(void)
 {
-	HASH_SEQ_STATUS seq;
-	RpLease    *l;
+	dlist_mutable_iter it;
 	TimestampTz now = GetCurrentTimestamp();
 
 	if (rp_held == NULL)
 		return;
-	hash_seq_init(&seq, rp_held);
-	while ((l = hash_seq_search(&seq)) != NULL)
+	dlist_foreach_modify(it, &rp_granted)
+	{
+		RpLease    *l = dlist_container(RpLease, all, it.cur);
+
 		if (l->expires_at <= now && !l->verify)
 			rp_registry_remove(l);
-	rp_sweep_at = Max(64, 2 * hash_get_num_entries(rp_held));
+	}
+	rp_sweep_at = Max(64, 2 * rp_ngranted);
 }
 
 /* Record an acquire about to be sent: unsettled until its answer is known. */
@@ -357,19 +464,30 @@ bool
 rp_lease_lookup_ex(const char *name, size_t namelen, bool this_xact,
 				   int64 *fence, TimestampTz *expires_at)
 {
-	RpLease    *l = rp_lease_find(name, namelen, RP_LEASE_LOCK);
-	RpLease    *p = rp_lease_find(name, namelen, RP_LEASE_PERMIT);
+	RpLease    *best = NULL;
 
-	if (this_xact && l != NULL && !rp_lease_this_xact(l))
-		l = NULL;
-	if (this_xact && p != NULL && !rp_lease_this_xact(p))
-		p = NULL;
-	if (l == NULL || (p != NULL && p->expires_at > l->expires_at))
-		l = p;
-	if (l == NULL)
+	for (RpLeaseKind kind = RP_LEASE_LOCK; kind <= RP_LEASE_PERMIT; kind++)
+	{
+		RpHeldName *h = rp_held_name(name, namelen, kind);
+		dlist_iter	it;
+
+		if (h == NULL)
+			continue;
+		dlist_foreach(it, &h->leases)
+		{
+			RpLease    *l = dlist_container(RpLease, node, it.cur);
+
+			rp_lease_truth(l);
+			if (this_xact && !rp_lease_this_xact(l))
+				continue;
+			if (best == NULL || l->expires_at > best->expires_at)
+				best = l;
+		}
+	}
+	if (best == NULL)
 		return false;
-	*fence = l->fence;
-	*expires_at = l->expires_at;
+	*fence = best->fence;
+	*expires_at = best->expires_at;
 	return true;
 }
 
@@ -538,23 +656,25 @@ typedef enum RpTake
 static int
 rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
 {
-	HASH_SEQ_STATUS seq;
+	dlist_iter	it;
 	RpLease    *l;
 	RpLease   **take;
 	int			n = 0;
 	int			released;
 
-	if (rp_held == NULL || hash_get_num_entries(rp_held) == 0 ||
+	if (rp_held == NULL || rp_ngranted == 0 ||
 		(which == RP_TAKE_XACT && rp_nxact == 0))
 		return 0;
-	take = palloc(sizeof(RpLease *) * hash_get_num_entries(rp_held));
-	hash_seq_init(&seq, rp_held);
-	while ((l = hash_seq_search(&seq)) != NULL)
+	take = palloc(sizeof(RpLease *) * rp_ngranted);
+	dlist_foreach(it, &rp_granted)
+	{
+		l = dlist_container(RpLease, all, it.cur);
 		if (which == RP_TAKE_ALL ||
 			(which == RP_TAKE_SESSION && !l->xact) ||
 			(which == RP_TAKE_XACT && l->xact &&
 			 (subid == InvalidSubTransactionId || l->subid == subid)))
 			take[n++] = l;
+	}
 	released = rp_release_leases(take, n, quiet, NULL);
 	for (int i = 0; i < n; i++)
 		rp_registry_remove(take[i]);
@@ -571,7 +691,7 @@ rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
 static void
 rp_verify_at_commit(void)
 {
-	HASH_SEQ_STATUS seq;
+	dlist_iter	it;
 	RpLease    *l;
 	RpLease   **check;
 	RpArg	   *keys;
@@ -600,8 +720,9 @@ rp_verify_at_commit(void)
 	for (RpLeaseKind kind = RP_LEASE_LOCK; kind <= RP_LEASE_PERMIT; kind++)
 	{
 		n = 0;
-		hash_seq_init(&seq, rp_held);
-		while ((l = hash_seq_search(&seq)) != NULL)
+		dlist_foreach(it, &rp_granted)
+		{
+			l = dlist_container(RpLease, all, it.cur);
 			if (l->verify && l->kind == kind)
 			{
 				check[n] = l;
@@ -610,6 +731,7 @@ rp_verify_at_commit(void)
 				argv[n] = rp_arg_str(l->token);
 				n++;
 			}
+		}
 		if (n == 0)
 			continue;
 		script = rp_lease_kind(kind)->verify;
@@ -685,18 +807,20 @@ rp_unsettled_release(void)
 static void
 rp_session_verify_end(void)
 {
-	HASH_SEQ_STATUS seq;
-	RpLease    *l;
+	dlist_iter	it;
 
 	if (rp_nverify == 0 || rp_held == NULL)
 		return;
-	hash_seq_init(&seq, rp_held);
-	while ((l = hash_seq_search(&seq)) != NULL)
+	dlist_foreach(it, &rp_granted)
+	{
+		RpLease    *l = dlist_container(RpLease, all, it.cur);
+
 		if (l->verify && !l->xact)
 		{
 			l->verify = false;
 			rp_nverify--;
 		}
+	}
 }
 
 static void
@@ -752,8 +876,7 @@ static void
 rp_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					SubTransactionId parentSubid, void *arg)
 {
-	HASH_SEQ_STATUS seq;
-	RpLease    *l;
+	dlist_iter	it;
 
 	if (rp_nxact == 0)
 		return;
@@ -764,10 +887,13 @@ rp_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
-		hash_seq_init(&seq, rp_held);
-		while ((l = hash_seq_search(&seq)) != NULL)
+		dlist_foreach(it, &rp_granted)
+		{
+			RpLease    *l = dlist_container(RpLease, all, it.cur);
+
 			if (l->xact && l->subid == mySubid)
 				l->subid = parentSubid;
+		}
 	}
 }
 
@@ -780,7 +906,6 @@ rp_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 static void
 rp_exit_callback(int code, Datum arg)
 {
-	HASH_SEQ_STATUS seq;
 	RpLease    *l;
 	RpLease   **all;
 	bool	   *answered;
@@ -789,19 +914,17 @@ rp_exit_callback(int code, Datum arg)
 	dlist_iter	it;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (rp_held != NULL)
-		max += hash_get_num_entries(rp_held);
+	max += rp_ngranted;
 	if (max > 0)
 	{
 		/* One round trip (per slot) for the held and the unsettled alike. */
 		all = palloc(sizeof(RpLease *) * max);
 		answered = palloc0(sizeof(bool) * max);
-		if (rp_held != NULL)
+		dlist_foreach(it, &rp_granted)
 		{
-			hash_seq_init(&seq, rp_held);
-			while ((l = hash_seq_search(&seq)) != NULL)
-				if (l->expires_at > now)
-					all[n++] = l;
+			l = dlist_container(RpLease, all, it.cur);
+			if (l->expires_at > now)
+				all[n++] = l;
 		}
 		dlist_foreach(it, &rp_unsettled)
 		{
@@ -862,14 +985,55 @@ rp_lease_setup(void)
 static void
 rp_registry_forget_lost(RpLease *held)
 {
-	if (held == NULL)
-		return;
 	if (held->verify && rp_lost_name == NULL)
 	{
 		rp_lost_name = MemoryContextStrdup(TopMemoryContext, held->name);
 		rp_lost_fence = held->fence;
 	}
 	rp_registry_remove(held);
+}
+
+/*
+ * Redis just granted the name of the unsettled entry u to a new token.  Of
+ * an exclusive kind (a lock), any lease the session still remembers for it
+ * was lost: forgotten, a lost lease that had to be verified at commit
+ * leaving its obligation behind.  Of a kind a name has several of (a
+ * permit), a grant says nothing of the session's others, which may be other
+ * requests' behind a pool: only those past their deadline are forgotten.
+ */
+static void
+rp_registry_forget_ended(const RpLease *u)
+{
+	bool		exclusive = rp_lease_kind(u->kind)->exclusive;
+	TimestampTz now = GetCurrentTimestamp();
+
+	/* One at a time: the last one out frees the name's entry. */
+	for (;;)
+	{
+		RpHeldName *h = rp_held_name(u->name, u->namelen, u->kind);
+		RpLease    *gone = NULL;
+		dlist_iter	it;
+
+		if (h == NULL)
+			return;
+		dlist_foreach(it, &h->leases)
+		{
+			RpLease    *l = dlist_container(RpLease, node, it.cur);
+
+			rp_lease_truth(l);
+			if (exclusive || (l->expires_at <= now && !l->verify))
+			{
+				gone = l;
+				break;
+			}
+		}
+		if (gone == NULL)
+			return;
+		if (exclusive)
+			rp_registry_forget_lost(gone);
+		else
+			rp_registry_remove(gone);
+	}
 }
 
 RpLease *
@@ -919,13 +1083,7 @@ rp_lease_settle(RpLease *pending, int64 fence, bool xact, bool verify)
 		return NULL;
 	}
 
-	/*
-	 * Redis just granted this name to a new token, so any lease the session
-	 * still remembers for it (of this kind) was lost.  A lost lease that had
-	 * to be verified at commit leaves its obligation behind.
-	 */
-	rp_registry_forget_lost(rp_lease_find(pending->name, pending->namelen,
-										  pending->kind));
+	rp_registry_forget_ended(pending);
 	return rp_registry_add(pending, fence, xact, verify);
 }
 
@@ -994,31 +1152,20 @@ rp_lease_discard_all(void)
 	return rp_release_where(RP_TAKE_SESSION, InvalidSubTransactionId, true);
 }
 
-static int
-rp_lease_seq_cmp(const void *a, const void *b)
-{
-	uint64		x = (*(RpLease *const *) a)->seq;
-	uint64		y = (*(RpLease *const *) b)->seq;
-
-	return (x > y) - (x < y);
-}
-
 RpLease **
 rp_lease_list(int *n)
 {
-	HASH_SEQ_STATUS seq;
-	RpLease    *l;
+	dlist_iter	it;
 	RpLease   **all;
 
 	*n = 0;
 	if (rp_held == NULL)
 		return NULL;
 	rp_registry_sweep();
-	all = palloc(sizeof(RpLease *) * Max(hash_get_num_entries(rp_held), 1));
-	hash_seq_init(&seq, rp_held);
-	while ((l = hash_seq_search(&seq)) != NULL)
-		all[(*n)++] = l;
-	qsort(all, *n, sizeof(RpLease *), rp_lease_seq_cmp);
+	/* In the order they entered the registry: oldest first. */
+	all = palloc(sizeof(RpLease *) * Max(rp_ngranted, 1));
+	dlist_foreach(it, &rp_granted)
+		all[(*n)++] = dlist_container(RpLease, all, it.cur);
 	return all;
 }
 

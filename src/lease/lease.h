@@ -6,9 +6,12 @@
  *		many in one round trip per hash slot, and their end at transaction
  *		end, subtransaction abort, DISCARD ALL and backend exit.
  *
- * Before editing, know this: the registry is keyed by (name, kind) and every
- * entry remembers the full Redis key it was taken under, so a later change
- * of key_prefix never misdirects a release, extend or commit-time check.
+ * Before editing, know this: the registry is keyed by (name, kind), and a
+ * key holds every lease of that name and kind the session has: a lock's
+ * name one at a time, a semaphore's several permits (one per transaction
+ * that took one: re-entry is per transaction).  Every entry remembers the
+ * full Redis key it was taken under, so a later change of key_prefix never
+ * misdirects a release, extend or commit-time check.
  * An acquire is recorded (rp_lease_pending) before it is sent and settled
  * (rp_lease_settle) once its answer is known; entries enter the registry
  * only there and leave it through rp_lease_forget (or this module's own
@@ -51,7 +54,7 @@ typedef struct RpNameKey
  */
 typedef struct RpLease
 {
-	RpNameKey	hkey;			/* must be first; hkey.data == name */
+	RpNameKey	hkey;			/* its registry key; hkey.data == name */
 	char	   *name;			/* in the registry's own memory context */
 	size_t		namelen;
 	RpLeaseKind kind;
@@ -67,7 +70,9 @@ typedef struct RpLease
 								 * (rp_lease_this_xact) */
 	uint64		seq;			/* order of acquisition, for rp_leases() */
 	int			tries;			/* unsettled only: answered release attempts */
-	dlist_node	node;			/* unsettled only */
+	dlist_node	node;			/* unsettled: in the unsettled list; granted:
+								 * among its name's leases */
+	dlist_node	all;			/* granted: among all, oldest first */
 } RpLease;
 
 /*
@@ -83,6 +88,10 @@ typedef struct RpLeaseKindDef
 	const RpScript *extend_counter; /* or NULL: extend that also reads
 									 * <prefix>{name}:fence (KEYS[2]) */
 	const RpScript *verify;		/* or NULL: the first of n (key, token) lost */
+	bool		exclusive;		/* a name has one lease of this kind at a time
+								 * (a lock): a new grant means the session's
+								 * earlier one was lost.  false (a permit): a
+								 * session may hold several of one name */
 } RpLeaseKindDef;
 
 extern void rp_lease_define_kind(RpLeaseKind kind, const RpLeaseKindDef *def);
@@ -101,16 +110,37 @@ extern RpReply *rp_lease_eval(const RpScript *script, int nkeys, const RpArg *ke
 /* Redis answered (or, false: may not have) the last lease call. */
 extern void rp_lease_redis_answered(bool answered);
 
-/* The session's lease of this kind on name (even one past its deadline). */
+/*
+ * The session's lease of this kind on name: of several (permits), the newest
+ * live one, else the newest even past its deadline.  NULL when none.
+ */
 extern RpLease *rp_lease_find(const char *name, size_t namelen, RpLeaseKind kind);
+/* The session's lease of this kind on name with this token, or NULL. */
+extern RpLease *rp_lease_find_token(const char *name, size_t namelen, RpLeaseKind kind,
+									const char *token);
+/* The live lease of this kind on name the current transaction took, or NULL. */
+extern RpLease *rp_lease_of_this_xact(const char *name, size_t namelen, RpLeaseKind kind,
+									  TimestampTz now);
+
+/*
+ * Re-entry, for every kind: the lease of this kind on name the current
+ * transaction took, live, handed back only as the lock-bound guard would
+ * accept it (inside its last margin_ms it is extended by ttl_ms first);
+ * NULL when there is none (or Redis no longer holds it): the caller takes
+ * one as any caller would.  A lease an earlier transaction of the session
+ * took is never re-entered: behind a pool it may be another request's.
+ */
+extern RpLease *rp_lease_reenter(const char *name, size_t namelen, RpLeaseKind kind,
+								 TimestampTz now, int64 ttl_ms, int margin_ms);
 
 /*
  * Record an acquire about to be sent (before sending it): until settled it
  * is released at transaction end or backend exit.  Sets up the registry and
  * marks Redis as not having answered yet.  Settle it with the fence granted
- * (it enters the registry; a lease the registry still remembers on that name
- * and kind was lost, and a lost verify_at_commit lease leaves its check
- * behind) or with 0 (not granted: forgotten); returns the registry entry,
+ * (it enters the registry; of an exclusive kind, a lease the registry still
+ * remembers on that name was lost, and a lost verify_at_commit lease leaves
+ * its check behind; of another kind, those past their deadline are
+ * forgotten) or with 0 (not granted: forgotten); returns the registry entry,
  * or NULL.  rp_lease_pending_forget: the command cannot have run.  An
  * acquire that threw stays recorded.
  */

@@ -95,10 +95,10 @@ rp_lease_of(text *name, text *token, bool *mine)
 	size_t		nlen = VARSIZE_ANY_EXHDR(name);
 	char	   *tok = text_to_cstring(token);
 	RpLeaseKind kind = rp_token_kind(tok);
-	RpLease    *l = rp_lease_find(n, nlen, kind);
+	RpLease    *l = rp_lease_find_token(n, nlen, kind, tok);
 	RpArg		key;
 
-	*mine = (l != NULL && strcmp(l->token, tok) == 0);
+	*mine = (l != NULL);
 	if (*mine)
 		return l;
 	l = palloc0(sizeof(RpLease));
@@ -148,6 +148,11 @@ RP_TRACKED_FUNCTION(rp_release_lease, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 	PG_RETURN_BOOL(released);
 }
 
+/*
+ * rp_release(name): the session's lock of the name, else its permit of the
+ * name; of several permits (one per transaction that took one), the newest
+ * live one, else the newest (rp_lease_find).  One lease per call.
+ */
 RP_TRACKED_FUNCTION(rp_release_name, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 {
 	text	   *name_t = rp_arg_text(fcinfo, 0, "lock name");

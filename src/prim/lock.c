@@ -53,6 +53,7 @@ static const RpLeaseKindDef rp_lock_kind = {
 	.extend = &rp_script_lock_extend,
 	.extend_counter = &rp_script_lock_extend_token,
 	.verify = &rp_script_lock_verify,
+	.exclusive = true,
 };
 
 void
@@ -242,22 +243,12 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 	rp_retry_start(&retry, start, wait_ms, 250);
 
 	rp_lease_setup();
-	held = rp_lease_find(name, namelen, RP_LEASE_LOCK);
-	if (held != NULL && held->expires_at > start && rp_lease_this_xact(held))
+	held = rp_lease_reenter(name, namelen, RP_LEASE_LOCK, start, ttl_ms, rp_lease_margin_ms);
+	if (held != NULL)
 	{
-		/*
-		 * Hand back only a lease the lock-bound guard would accept: inside
-		 * its last lease_margin it is extended by the ttl asked for (same
-		 * token and fence); if Redis no longer holds it, a new one is taken
-		 * below as for any caller.
-		 */
-		if (TimestampTzPlusMilliseconds(held->expires_at, -(int64) rp_lease_margin_ms) > start ||
-			rp_lease_extend_held(held, ttl_ms))
-		{
-			if (verify)
-				rp_lease_verify_at_commit(held);
-			PG_RETURN_DATUM(rp_lease_datum(fcinfo, held, true));
-		}
+		if (verify)
+			rp_lease_verify_at_commit(held);
+		PG_RETURN_DATUM(rp_lease_datum(fcinfo, held, true));
 	}
 
 	rp_token_new(token, RP_LEASE_LOCK);
@@ -599,9 +590,9 @@ rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
 		ntodo = 0;
 		for (int i = 0; i < n; i++)
 		{
-			RpLease    *held = rp_lease_find(name[i], len[i], RP_LEASE_LOCK);
+			RpLease    *held = rp_lease_of_this_xact(name[i], len[i], RP_LEASE_LOCK, now);
 
-			if (held != NULL && held->expires_at > now && rp_lease_this_xact(held))
+			if (held != NULL)
 				out[i] = rp_lease_copy(held);	/* in attempt_cxt */
 			else
 			{

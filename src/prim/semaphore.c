@@ -30,6 +30,7 @@
 
 #include "args.h"
 #include "conn.h"
+#include "fence_commit.h"		/* rp_lease_margin_ms */
 #include "lease.h"
 #include "retry.h"
 #include "rp_scripts.h"
@@ -51,7 +52,8 @@
 /*
  * What a permit is in Redis, for the lease layer (lease.h): a member of
  * <prefix>{name}:sem, with no fence of its own to read on extend and no
- * commit-time check.
+ * commit-time check; not exclusive: a session may hold several permits of
+ * one semaphore, one per transaction that took one.
  */
 static const RpLeaseKindDef rp_permit_kind = {
 	.suffix = "sem",
@@ -59,6 +61,7 @@ static const RpLeaseKindDef rp_permit_kind = {
 	.extend = &rp_script_semaphore_extend,
 	.extend_counter = NULL,
 	.verify = NULL,
+	.exclusive = false,
 };
 
 void
@@ -140,10 +143,14 @@ rp_sem_try_recorded(const char *name, size_t namelen, const char *token,
 /*
  * Shared body of rp_semaphore_acquire and rp_semaphore_acquire_xact.
  *
- * A session holds at most one permit per name: asked again while its permit
- * is live, it returns that permit with no round trip (so it never waits on
- * itself, and SELECT (rp_semaphore_acquire(...)).* takes one permit, not
- * one per column).  With wait_ms > 0 the caller joins the name's queue in
+ * Re-entry is per transaction, as for a lock (rp_lease_reenter): asked again
+ * in the transaction that took a live permit, it returns that permit (so
+ * SELECT (rp_semaphore_acquire(...)).* takes one permit, not one per column,
+ * and a transaction never waits on itself).  A permit an earlier transaction
+ * of the session took is not handed back: behind a pool it may be another
+ * request's, and handing it over would let more requests in than there are
+ * permits.  A later transaction takes a permit of its own, so a session may
+ * hold several of one semaphore.  With wait_ms > 0 the caller joins the name's queue in
  * Redis and polls with jittered backoff (5 ms doubling to 100 ms) until the
  * deadline; the last attempt, made at the deadline, leaves the queue when
  * refused.  lock_timeout, when set and shorter, ends the wait with 55P03.
@@ -175,8 +182,9 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 				 errmsg("permits must be between 1 and %d, got %d",
 						RP_SEM_MAX_PERMITS, permits)));
 
-	l = rp_lease_find(name, namelen, RP_LEASE_PERMIT);
-	if (l != NULL && l->expires_at > GetCurrentTimestamp())
+	rp_lease_setup();
+	l = rp_lease_reenter(name, namelen, RP_LEASE_PERMIT, start, ttl_ms, rp_lease_margin_ms);
+	if (l != NULL)
 		PG_RETURN_DATUM(rp_lease_datum(fcinfo, l, true));
 
 	rp_retry_start(&retry, start, wait_ms, RP_SEM_MAX_BACKOFF_MS);
