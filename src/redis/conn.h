@@ -19,60 +19,12 @@
 
 #include "postgres.h"
 
+#include "args.h"
 #include "compat.h"				/* pg_noreturn */
+#include "reply.h"
 #include "waitevents.h"
 
-/* A Lua script embedded at build time (see scripts/embed-lua.sh). */
-typedef struct RpScript
-{
-	const char *name;			/* file name without .lua, for messages */
-	const char *text;			/* the exact script text */
-	const char *sha1;			/* SHA1 of text, hex, as Redis computes it */
-} RpScript;
-
-typedef enum RpReplyType
-{
-	RP_REPLY_NIL,
-	RP_REPLY_INTEGER,
-	RP_REPLY_STRING,			/* bulk or status string */
-	RP_REPLY_ARRAY,
-	RP_REPLY_ERROR				/* a Redis error reply; str holds its text */
-} RpReplyType;
-
-typedef struct RpReply
-{
-	RpReplyType type;
-	long long	integer;
-	char	   *str;			/* NUL-terminated copy; len excludes the NUL */
-	size_t		len;
-	size_t		nelem;
-	struct RpReply **elem;
-} RpReply;
-
-/* One argument for a script: KEYS and ARGV are both lists of these. */
-typedef struct RpArg
-{
-	const char *data;
-	size_t		len;
-} RpArg;
-
-/*
- * Why an exchange failed, as the core reports it.  The SQL face turns it into
- * an ERROR (rp_status_raise), the cleanup face into a WARNING's detail.
- * message is ours (translatable); detail may quote Redis and is internal.
- */
-typedef struct RpStatus
-{
-	int			sqlstate;		/* 0: no failure */
-	const char *message;
-	const char *detail;
-	const char *hint;
-	bool		sent;			/* the command may have reached Redis */
-	bool		answered;		/* Redis replied (with an error): its fate is known */
-	bool		timed_out;		/* Redis did not answer in time (hung?) */
-} RpStatus;
-
-/* Settings defined in conn.c, read by the primitives. */
+/* Settings defined in settings.c, read by the primitives. */
 extern char *rp_key_prefix;
 extern int	rp_command_timeout_ms;
 
@@ -130,7 +82,7 @@ extern bool rp_cluster_mode(void);
 extern int	rp_key_slot(const char *key, size_t len);
 extern int	rp_slot_groups(int n, const RpArg *keys, int *order, int *start);
 
-/* Which Redis (and database) the settings name: see conn.c. */
+/* Which Redis (and database) the settings name: see settings.c. */
 extern uint64 rp_conn_target_signature(void);
 
 /* Round trip of PING in microseconds, and the server's redis_version. */
@@ -142,29 +94,10 @@ extern void rp_conn_ping(int64 *rtt_us, char **version);
  */
 extern void rp_latch_sleep(long ms, RpWaitEvent what);
 
-/* Helpers for building arguments and reading replies. */
-static inline RpArg
-rp_arg_str(const char *s)
-{
-	RpArg		a = {s, strlen(s)};
-
-	return a;
-}
-
-extern RpArg rp_arg_int(int64 v);	/* palloc'd decimal text */
-
 /*
- * "<prefix>{<name>}:<suffix>", palloc'd, with the current key_prefix, or
- * with the prefix given.  A name whose hash tag would be empty (it starts
- * with '}') gets the tag "{\0}" instead, which no other name can produce
- * (text never contains NUL), so every key of one name shares a slot.
+ * "<prefix>{<name>}:<suffix>", palloc'd, with the current key_prefix: see
+ * rp_key_with_prefix (args.h).
  */
 extern RpArg rp_key(const char *name, size_t namelen, const char *suffix);
-extern RpArg rp_key_with_prefix(const char *prefix, const char *name,
-								size_t namelen, const char *suffix);
-
-/* Reply accessors that ereport (XX000) on an unexpected shape. */
-extern int64 rp_reply_int(const RpReply *r, const char *what);
-extern bool rp_reply_is_nil(const RpReply *r);
 
 #endif							/* RP_CONN_H */
