@@ -4,7 +4,7 @@
 # a reload or a stop (mutant 84).
 #
 # The worker copies its queue, then asks Redis entry by entry; the wait
-# inside each exchange (conn.c's rp_wait) resets its latch.  A hand-off that
+# inside each exchange (transport.c's rp_wait) resets its latch.  A hand-off that
 # landed during that wait had its wakeup consumed: the worker released its
 # copy, saw nothing left, and slept until the next hand-off, so the new
 # lease was held for its whole TTL.  (This was orphan_worker.sh's flake:
