@@ -16,15 +16,20 @@
 #     RESUME_INTERRUPTS then wrapped it to 2^32-1: the backend ignored
 #     cancel, statement_timeout and pg_terminate_backend from then on
 #     (how soon statement_timeout cancels: test/timing/cleanup_face.sh).
+#  D. the failed release's WARNING said 08006 (connection failure) whatever
+#     failed: a release that could not connect at all is 08001, the code
+#     the status of the failed call carries.
 #
 # Its own PostgreSQL server: on the old code A crashes the server.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 9
+plan 10
 
 port=$(rp_free_port)
 tport=$(rp_free_port)
 while [ "$tport" = "$port" ]; do tport=$(rp_free_port); done
+dport=$(rp_free_port)    # nothing listens there
+while [ "$dport" = "$port" ] || [ "$dport" = "$tport" ]; do dport=$(rp_free_port); done
 cleanup() { rp_stop_redis "$tport"; rp_stop_pg cleanupface; }
 trap cleanup EXIT
 rp_start_pg cleanupface "$port" "log_min_messages = warning"
@@ -100,4 +105,18 @@ SQL
 echo "$out" | grep -q "WARNING:  could not release 1 Redis lease"; ok $? "the TLS handshake failed inside the COMMIT's release (a WARNING)"
 echo "$out" | grep -q "canceling statement due to statement timeout" && echo "$out" | grep -q "^after$"
 ok $? "statement_timeout still cancels after it (pg_sleep(6) is cancelled), and the session goes on"
+
+# D. The release at COMMIT cannot connect (the port changed to one nothing
+# listens on): the WARNING carries the failure's own SQLSTATE.
+out=$(CF 2>&1 <<SQL
+\\set VERBOSITY verbose
+BEGIN;
+SELECT (rp_acquire_xact('cf-sqlstate', 60000)).fence > 0;
+SET redis_primitives.port = $dport;
+COMMIT;
+SQL
+)
+echo "$out" | grep -q "WARNING:  08001: could not release 1 Redis lease"
+ok $? "a release that could not connect warns with 08001, not a fixed 08006" || diag "$out"
+redis del "rp:{cf-sqlstate}:lock" >/dev/null
 finish
