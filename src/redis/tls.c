@@ -7,12 +7,15 @@
  *		feed hiredis' reader through the TLS session.
  *
  * Before editing, know this: the TLS session of a connection lives in a
- * small table keyed by its redisContext, and conn.c calls rp_tls_close(c)
+ * small table keyed by its redisContext, and transport.c calls rp_tls_close(c)
  * before every redisFree(c).  Nothing here waits except through the wait
  * function the caller passes (a latch wait with a deadline), nothing here
  * blocks in OpenSSL (the socket is non-blocking, WANT_READ/WANT_WRITE are
  * waited on), and no message carries a key, a password or file contents:
- * OpenSSL's own text goes into errdetail_internal.
+ * OpenSSL's own text goes into a status's detail.  What fails here is
+ * returned as a status (RpStatus), never raised: the handshake runs inside
+ * the cleanup face too, which must not throw; only cancel and
+ * statement_timeout, thrown by the caller's wait, pass through.
  *
  *-------------------------------------------------------------------------
  */
@@ -35,6 +38,7 @@
 #include "utils/memutils.h"
 
 #include "compat.h"
+#include "reply.h"
 #include "tls.h"
 
 /* redis_primitives.tls: libpq's sslmode words. */
@@ -190,24 +194,38 @@ rp_tls_msg_cb(int write_p, int version, int content_type, const void *buf,
 	}
 }
 
-pg_noreturn static void rp_tls_ctx_fail(const char *setting, const char *path);
+/* Record a failure in *st; returns false. */
+static bool
+rp_tls_fail(RpStatus *st, int sqlstate, const char *message, const char *detail)
+{
+	st->sqlstate = sqlstate;
+	st->message = message;
+	st->detail = detail;
+	st->hint = NULL;
+	return false;
+}
 
-static void
-rp_tls_ctx_fail(const char *setting, const char *path)
+/* A file named by a setting could not be loaded; returns NULL. */
+static SSL_CTX *
+rp_tls_ctx_fail(const char *setting, const char *path, RpStatus *st)
 {
 	char	   *why = rp_tls_errors();
 
 	SSL_CTX_free(rp_tls_ctx);
 	rp_tls_ctx = NULL;
-	ereport(ERROR,
-			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-			 errmsg("could not load redis_primitives.%s \"%s\"", setting, path),
-			 errdetail_internal("%s", why)));
+	(void) rp_tls_fail(st, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+					   psprintf("could not load redis_primitives.%s \"%s\"",
+								setting, path),
+					   why);
+	return NULL;
 }
 
-/* The SSL_CTX for the current settings; built on first use after a change. */
+/*
+ * The SSL_CTX for the current settings; built on first use after a change.
+ * NULL with *st filled in when the settings cannot make one.
+ */
 static SSL_CTX *
-rp_tls_get_ctx(void)
+rp_tls_get_ctx(RpStatus *st)
 {
 	bool		have_cert = rp_tls_cert_file && rp_tls_cert_file[0];
 	bool		have_key = rp_tls_key_file && rp_tls_key_file[0];
@@ -222,17 +240,21 @@ rp_tls_get_ctx(void)
 		rp_tls_ctx = NULL;
 	}
 	if (have_cert != have_key)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("redis_primitives.tls_cert_file and redis_primitives.tls_key_file must be set together")));
+	{
+		(void) rp_tls_fail(st, ERRCODE_INVALID_PARAMETER_VALUE,
+						   "redis_primitives.tls_cert_file and redis_primitives.tls_key_file must be set together",
+						   NULL);
+		return NULL;
+	}
 
 	ERR_clear_error();
 	rp_tls_ctx = SSL_CTX_new(TLS_client_method());
 	if (rp_tls_ctx == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("could not create a TLS context"),
-				 errdetail_internal("%s", rp_tls_errors())));
+	{
+		(void) rp_tls_fail(st, ERRCODE_OUT_OF_MEMORY,
+						   "could not create a TLS context", rp_tls_errors());
+		return NULL;
+	}
 	SSL_CTX_set_min_proto_version(rp_tls_ctx, TLS1_2_VERSION);
 	/* hiredis' output buffer moves as it is consumed: allow partial writes. */
 	SSL_CTX_set_mode(rp_tls_ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
@@ -248,11 +270,11 @@ rp_tls_get_ctx(void)
 	if (have_ca)
 	{
 		if (SSL_CTX_load_verify_locations(rp_tls_ctx, rp_tls_ca_file, NULL) != 1)
-			rp_tls_ctx_fail("tls_ca_file", rp_tls_ca_file);
+			return rp_tls_ctx_fail("tls_ca_file", rp_tls_ca_file, st);
 	}
 	else if (rp_tls_mode >= RP_TLS_VERIFY_CA &&
 			 SSL_CTX_set_default_verify_paths(rp_tls_ctx) != 1)
-		rp_tls_ctx_fail("tls_ca_file", "(system default)");
+		return rp_tls_ctx_fail("tls_ca_file", "(system default)", st);
 
 	/* libpq: require with a CA file given verifies like verify-ca. */
 	if (rp_tls_mode >= RP_TLS_VERIFY_CA || have_ca)
@@ -263,11 +285,11 @@ rp_tls_get_ctx(void)
 	if (have_cert)
 	{
 		if (SSL_CTX_use_certificate_chain_file(rp_tls_ctx, rp_tls_cert_file) != 1)
-			rp_tls_ctx_fail("tls_cert_file", rp_tls_cert_file);
+			return rp_tls_ctx_fail("tls_cert_file", rp_tls_cert_file, st);
 		if (SSL_CTX_use_PrivateKey_file(rp_tls_ctx, rp_tls_key_file, SSL_FILETYPE_PEM) != 1)
-			rp_tls_ctx_fail("tls_key_file", rp_tls_key_file);
+			return rp_tls_ctx_fail("tls_key_file", rp_tls_key_file, st);
 		if (SSL_CTX_check_private_key(rp_tls_ctx) != 1)
-			rp_tls_ctx_fail("tls_key_file", rp_tls_key_file);
+			return rp_tls_ctx_fail("tls_key_file", rp_tls_key_file, st);
 	}
 	rp_tls_ctx_stale = false;
 	return rp_tls_ctx;
@@ -458,11 +480,11 @@ rp_tls_probe(RpTlsConn *tc, RpTlsWaitFn wait, TimestampTz deadline, int *sslerr)
 	return true;
 }
 
-void
+bool
 rp_tls_handshake(redisContext *c, const char *host, const char *target,
-				 RpTlsWaitFn wait, TimestampTz deadline)
+				 RpTlsWaitFn wait, TimestampTz deadline, RpStatus *st)
 {
-	SSL_CTX    *ctx = rp_tls_get_ctx();
+	SSL_CTX    *ctx = rp_tls_get_ctx(st);
 	const char *name = (rp_tls_server_name && rp_tls_server_name[0]) ?
 		rp_tls_server_name : host;
 	RpTlsConn  *tc;
@@ -471,15 +493,16 @@ rp_tls_handshake(redisContext *c, const char *host, const char *target,
 	bool		ok = false;
 	bool		probing = false;
 
+	if (ctx == NULL)
+		return false;
 	if (rp_tls_nconns == RP_TLS_MAX_CONNS)
-		elog(ERROR, "too many TLS connections to Redis");
+		return rp_tls_fail(st, ERRCODE_INTERNAL_ERROR,
+						   "too many TLS connections to Redis", NULL);
 	ERR_clear_error();
 	ssl = SSL_new(ctx);
 	if (ssl == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("could not create a TLS session"),
-				 errdetail_internal("%s", rp_tls_errors())));
+		return rp_tls_fail(st, ERRCODE_OUT_OF_MEMORY,
+						   "could not create a TLS session", rp_tls_errors());
 	/* Registered at once: the caller's drop frees it whatever happens. */
 	tc = &rp_tls_conns[rp_tls_nconns++];
 	tc->c = c;
@@ -490,7 +513,10 @@ rp_tls_handshake(redisContext *c, const char *host, const char *target,
 	SSL_set_msg_callback(ssl, rp_tls_msg_cb);
 
 	if (SSL_set_fd(ssl, c->fd) != 1)
-		elog(ERROR, "could not attach the TLS session to the socket: %s", rp_tls_errors());
+		return rp_tls_fail(st, ERRCODE_INTERNAL_ERROR,
+						   psprintf("could not attach the TLS session to the socket: %s",
+									rp_tls_errors()),
+						   NULL);
 	if (name != NULL && name[0] != '\0' && !rp_tls_is_ip(name))
 		SSL_set_tlsext_host_name(ssl, name);
 	if (rp_tls_mode == RP_TLS_VERIFY_FULL)
@@ -504,7 +530,8 @@ rp_tls_handshake(redisContext *c, const char *host, const char *target,
 		else
 			rc = X509_VERIFY_PARAM_set1_host(param, name, 0);
 		if (rc != 1)
-			elog(ERROR, "could not set the TLS host name to verify");
+			return rp_tls_fail(st, ERRCODE_INTERNAL_ERROR,
+							   "could not set the TLS host name to verify", NULL);
 	}
 
 	for (;;)
@@ -530,27 +557,24 @@ rp_tls_handshake(redisContext *c, const char *host, const char *target,
 	if (ok)
 	{
 		SSL_set_msg_callback(ssl, NULL);
-		return;
+		return true;
 	}
 
 	/* The session stays registered: the caller's drop frees it. */
 	if (sslerr == -1 && BIO_number_read(SSL_get_rbio(ssl)) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not connect to Redis"),
-				 errdetail("Redis server %s: no answer to the TLS handshake within redis_primitives.connect_timeout; the server is not speaking TLS (a plain-text Redis port waits silently) or does not answer.",
-						   target)));
+		return rp_tls_fail(st, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						   "could not connect to Redis",
+						   psprintf("Redis server %s: no answer to the TLS handshake within redis_primitives.connect_timeout; the server is not speaking TLS (a plain-text Redis port waits silently) or does not answer.",
+									target));
 	if (sslerr == -1)
-		ereport(ERROR,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not connect to Redis"),
-				 errdetail("Redis server %s: the TLS handshake did not finish within redis_primitives.connect_timeout.",
-						   target)));
-	ereport(ERROR,
-			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-			 errmsg("could not connect to Redis"),
-			 errdetail_internal("Redis server %s: %s.", target,
-								rp_tls_explain(tc, sslerr, name, probing))));
+		return rp_tls_fail(st, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						   "could not connect to Redis",
+						   psprintf("Redis server %s: the TLS handshake did not finish within redis_primitives.connect_timeout.",
+									target));
+	return rp_tls_fail(st, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+					   "could not connect to Redis",
+					   psprintf("Redis server %s: %s.", target,
+								rp_tls_explain(tc, sslerr, name, probing)));
 }
 
 /* ------------------------------------------------------------------------

@@ -7,7 +7,7 @@
  *
  * The one thing to know: a TLS session belongs to a redisContext and must be
  * released with rp_tls_close(c) BEFORE redisFree(c) closes the socket, on
- * every path.  conn.c calls these at its hook points (connect, write, read,
+ * every path.  transport.c calls these at its hook points (connect, write, read,
  * idle check, drop); nothing else does.
  *
  *-------------------------------------------------------------------------
@@ -20,6 +20,8 @@
 #include <hiredis/hiredis.h>
 
 #include "utils/timestamp.h"
+
+#include "reply.h"
 
 /* Wait for WL_SOCKET_READABLE/WRITEABLE on c's socket; false on deadline. */
 typedef bool (*RpTlsWaitFn) (int events, TimestampTz deadline);
@@ -36,12 +38,14 @@ extern bool rp_tls_take_changed(void);
  * Run the TLS handshake on c's connected, non-blocking socket.  host is the
  * address connected to (the name verified and sent as SNI unless
  * redis_primitives.tls_server_name is set); target names the server in
- * messages.  Waits through wait() only.  ereports 08001 on failure, saying
- * what failed; the caller must then drop c (rp_tls_close, redisFree).
+ * messages.  Waits through wait() only, and throws only what wait() throws
+ * (cancel, statement_timeout).  Returns false with *st saying what failed
+ * (08001 mostly; sqlstate, message, detail, hint are set, the rest left
+ * alone); the caller must then drop c (rp_tls_close, redisFree).
  */
-extern void rp_tls_handshake(redisContext *c, const char *host,
+extern bool rp_tls_handshake(redisContext *c, const char *host,
 							 const char *target, RpTlsWaitFn wait,
-							 TimestampTz deadline);
+							 TimestampTz deadline, RpStatus *st);
 
 /* c has a TLS session: use rp_tls_write/rp_tls_read instead of hiredis'. */
 extern bool rp_tls_active(const redisContext *c);

@@ -276,37 +276,20 @@ rp_wait_connect(int events, TimestampTz deadline)
 
 /*
  * TLS hook: the handshake, for masters, sentinels and cluster nodes alike
- * (not unix sockets).  tls.c ereports what failed; that becomes the recorded
- * failure here, so the core keeps returning a status (and the cleanup face
- * never throws).  A cancel or timeout thrown by rp_wait is thrown on: rp_open
- * has set rp_in_exchange, so the half-open connection is dropped by the next
- * call.
+ * (not unix sockets).  tls.c returns what failed as a status, which becomes
+ * the recorded failure.  A cancel or timeout thrown by rp_wait is thrown on:
+ * rp_open has set rp_in_exchange, so the half-open connection is dropped by
+ * the next call.
  */
 static bool
 rp_tls_connect(redisContext *c, TimestampTz deadline)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	uint32		holdoff = InterruptHoldoffCount;
-	uint32		cancel_holdoff = QueryCancelHoldoffCount;
-	volatile bool failed = false;
+	RpStatus	st = {0};
 
-	PG_TRY();
-	{
-		rp_tls_handshake(c, c->tcp.host, rp_conn_target(), rp_wait_connect, deadline);
-	}
-	PG_CATCH();
-	{
-		int			sqlstate = geterrcode();
-
-		if (sqlstate == ERRCODE_QUERY_CANCELED ||
-			sqlstate == ERRCODE_LOCK_NOT_AVAILABLE)
-			PG_RE_THROW();
-		(void) rp_set_failure_caught(cxt, holdoff, cancel_holdoff);
-		failed = true;
-	}
-	PG_END_TRY();
-	if (!failed)
+	if (rp_tls_handshake(c, c->tcp.host, rp_conn_target(), rp_wait_connect,
+						 deadline, &st))
 		return true;
+	(void) rp_set_failure(st.sqlstate, st.message, st.detail, st.hint);
 	rp_conn_drop();
 	rp_in_exchange = false;
 	rp_slots_valid = false;
