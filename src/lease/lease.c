@@ -548,17 +548,16 @@ rp_release_kind(RpLease **leases, int n, const RpScript *script, bool quiet,
 		}
 		if (quiet)
 		{
-			char	   *err;
+			RpStatus	st;
 			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
-			r = rp_eval_quiet(script, gn, gkeys, gn, gargv,
-							  (int) Max(left, 1), &err);
-			if (r == NULL)
+			if (!rp_eval_quiet(script, gn, gkeys, gn, gargv,
+							   (int) Max(left, 1), &r, &st))
 			{
 				ereport(WARNING,
-						(errcode(ERRCODE_CONNECTION_FAILURE),
+						(errcode(st.sqlstate),
 						 errmsg("could not release %d Redis lease(s); they will expire by their TTL", gn),
-						 errdetail_internal("%s", err)));
+						 errdetail_internal("%s", rp_status_text(&st))));
 				continue;
 			}
 		}

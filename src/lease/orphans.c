@@ -191,13 +191,14 @@ rp_orphans_drain(void)
 		{
 			RpArg		key = {keys + o->keyoff, o->keylen};
 			RpArg		token = rp_arg_str(o->token);
-			char	   *err;
+			RpReply    *r;
+			RpStatus	st;
 
 			/* Any answer settles it: released, or no longer ours. */
 			done = rp_eval_quiet(rp_token_kind(o->token) == RP_LEASE_PERMIT ?
 								 &rp_script_semaphore_release : &rp_script_lock_release,
 								 1, &key, 1, &token,
-								 RP_ORPHAN_TIMEOUT_MS, &err) != NULL;
+								 RP_ORPHAN_TIMEOUT_MS, &r, &st);
 		}
 		if (!done)
 			break;				/* Redis does not answer: try again later */
@@ -221,7 +222,7 @@ rp_orphans_drain(void)
 
 	/*
 	 * A lease handed off while Redis was being asked is not in this batch,
-	 * and its wakeup is gone: the wait inside that exchange (conn.c's
+	 * and its wakeup is gone: the wait inside that exchange (transport.c's
 	 * rp_wait) reset the latch.  Whatever is queued now is tried again soon.
 	 */
 	LWLockAcquire(rp_queue->lock, LW_SHARED);

@@ -156,6 +156,38 @@ rp_eval_try(const RpScript *script, int nkeys, const RpArg *keys,
 	return ok;
 }
 
+/*
+ * A plain command's core, as rp_eval_try is a script's: argv[0] is the
+ * command's name; a Redis error reply is a failure.  In Cluster mode it goes
+ * to the node used last.
+ */
+static bool
+rp_command_try(int argc, const RpArg *argv, int timeout_ms, RpReply **out,
+			   RpStatus *st)
+{
+	const char **av = palloc(sizeof(char *) * argc);
+	size_t	   *al = palloc(sizeof(size_t) * argc);
+	RpReply    *reply;
+	bool		ok;
+
+	memset(&rp_failure, 0, sizeof(rp_failure));
+	*out = NULL;
+	for (int i = 0; i < argc; i++)
+	{
+		av[i] = argv[i].data;
+		al[i] = argv[i].len;
+	}
+	ok = rp_ensure_connected() &&
+		rp_append(argc, av, al) &&
+		rp_exchange(1, TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms),
+					&reply) &&
+		(reply->type != RP_REPLY_ERROR || rp_fail_reply(reply->str));
+	if (ok)
+		*out = reply;
+	*st = rp_failure;
+	return ok;
+}
+
 void
 rp_status_raise(const RpStatus *st)
 {
@@ -164,6 +196,14 @@ rp_status_raise(const RpStatus *st)
 			 errmsg("%s", st->message ? st->message : "Redis call failed"),
 			 st->detail ? errdetail_internal("%s", st->detail) : 0,
 			 st->hint ? errhint("%s", st->hint) : 0));
+}
+
+char *
+rp_status_text(const RpStatus *st)
+{
+	const char *message = st->message ? st->message : "Redis call failed";
+
+	return st->detail ? psprintf("%s: %s", message, st->detail) : pstrdup(message);
 }
 
 RpReply *
@@ -180,136 +220,113 @@ rp_eval(const RpScript *script, int nkeys, const RpArg *keys,
 }
 
 RpReply *
-rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
-			  int nargs, const RpArg *argv, int timeout_ms, char **errmsg_out)
+rp_command(int argc, const RpArg *argv)
 {
-	RpReply    *volatile reply = NULL;
+	RpReply    *reply;
 	RpStatus	st;
+
+	if (!rp_command_try(argc, argv, rp_command_timeout_ms, &reply, &st))
+		rp_status_raise(&st);
+	return reply;
+}
+
+/*
+ * Record an ERROR just caught (and not re-thrown) as the failure.  errfinish
+ * zeroed the interrupt hold-off counts for the error handler it expected to
+ * run; they are put back to what they were when the PG_TRY began, so that
+ * the cleanup face's HOLD_INTERRUPTS (and AbortTransaction's) is not
+ * RESUMEd below zero, which wraps the count and holds interrupts for good.
+ * Returns false.
+ */
+static bool
+rp_set_failure_caught(MemoryContext cxt, uint32 holdoff, uint32 cancel_holdoff)
+{
+	ErrorData  *edata;
+
+	InterruptHoldoffCount = holdoff;
+	QueryCancelHoldoffCount = cancel_holdoff;
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	return rp_set_failure(edata->sqlerrcode, edata->message, edata->detail,
+						  edata->hint);
+}
+
+/*
+ * The cleanup face of both cores (script is NULL: the plain command
+ * argv[0 .. nargs)): interrupts held, connect capped at timeout_ms, never
+ * ereports.  A failed call's status always has a SQLSTATE.
+ */
+static bool
+rp_quiet(const RpScript *script, int nkeys, const RpArg *keys,
+		 int nargs, const RpArg *argv, int timeout_ms, RpReply **reply,
+		 RpStatus *st)
+{
+	RpReply    *volatile r = NULL;
 	int			saved_cap = rp_connect_cap_ms;
 	MemoryContext cxt = CurrentMemoryContext;
 	uint32		holdoff;
 	uint32		cancel_holdoff;
 	volatile bool ok;
 
-	*errmsg_out = NULL;
 	HOLD_INTERRUPTS();
 	holdoff = InterruptHoldoffCount;
 	cancel_holdoff = QueryCancelHoldoffCount;
 	rp_connect_cap_ms = timeout_ms;
 
 	/*
-	 * The core reports what Redis and the network do as a status, but below
-	 * it PostgreSQL itself may still raise (a password file that cannot be
-	 * read, no file descriptor for the wait set, out of memory).  Here that
-	 * must not escape: thrown from a COMMIT callback it is a PANIC.  It
-	 * becomes this call's failure, and the connection, in whatever state
-	 * the ERROR left it, is dropped.
+	 * The last-resort net, the one PG_TRY in the Redis layer that does not
+	 * re-throw.  The cores report what Redis and the network do as a status,
+	 * but below them PostgreSQL itself may still raise (a password file that
+	 * cannot be read, no file descriptor for the wait set, out of memory).
+	 * Here that must not escape: thrown from a COMMIT callback it is a
+	 * PANIC.  It becomes this call's failure, and the connection, in
+	 * whatever state the ERROR left it, is dropped.
 	 */
 	PG_TRY();
 	{
-		RpReply    *r;
+		RpReply    *got;
 
-		ok = rp_eval_try(script, nkeys, keys, nargs, argv, timeout_ms, &r, &st);
-		reply = r;
+		if (script != NULL)
+			ok = rp_eval_try(script, nkeys, keys, nargs, argv, timeout_ms,
+							 &got, st);
+		else
+			ok = rp_command_try(nargs, argv, timeout_ms, &got, st);
+		r = got;
 	}
 	PG_CATCH();
 	{
 		ok = rp_set_failure_caught(cxt, holdoff, cancel_holdoff);
-		st = rp_failure;
+		*st = rp_failure;
 		rp_conn_reset();
 		rp_in_exchange = false;
 	}
 	PG_END_TRY();
 	rp_connect_cap_ms = saved_cap;
 	RESUME_INTERRUPTS();
-	if (ok)
-		return reply;
-	rp_stats_quiet_error(st.sqlstate);
-	*errmsg_out = st.detail ? psprintf("%s: %s", st.message, st.detail)
-		: pstrdup(st.message ? st.message : "Redis call failed");
-	return NULL;
+	*reply = ok ? r : NULL;
+	if (!ok)
+	{
+		if (st->sqlstate == 0)
+			st->sqlstate = ERRCODE_INTERNAL_ERROR;
+		rp_stats_quiet_error(st->sqlstate);
+	}
+	return ok;
 }
 
-RpReply *
-rp_command(int argc, const RpArg *argv)
+bool
+rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
+			  int nargs, const RpArg *argv, int timeout_ms, RpReply **reply,
+			  RpStatus *st)
 {
-	const char **av = palloc(sizeof(char *) * argc);
-	size_t	   *al = palloc(sizeof(size_t) * argc);
-	RpReply    *reply;
-
-	memset(&rp_failure, 0, sizeof(rp_failure));
-	for (int i = 0; i < argc; i++)
-	{
-		av[i] = argv[i].data;
-		al[i] = argv[i].len;
-	}
-	if (!rp_ensure_connected() ||
-		!rp_append(argc, av, al) ||
-		!rp_exchange(1, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													rp_command_timeout_ms),
-					 &reply) ||
-		(reply->type == RP_REPLY_ERROR && !rp_fail_reply(reply->str)))
-		rp_status_raise(&rp_failure);
-	return reply;
+	return rp_quiet(script, nkeys, keys, nargs, argv, timeout_ms, reply, st);
 }
 
-/*
- * rp_command's cleanup face, for the background worker: interrupts held,
- * connect capped at timeout_ms, a deadline of timeout_ms for the reply,
- * never ereports.  NULL with *errmsg_out (palloc'd) when the call failed;
- * a Redis error reply is a failure.
- */
-RpReply *
-rp_command_quiet(int argc, const RpArg *argv, int timeout_ms, char **errmsg_out)
+bool
+rp_command_quiet(int argc, const RpArg *argv, int timeout_ms, RpReply **reply,
+				 RpStatus *st)
 {
-	RpReply    *volatile reply = NULL;
-	int			saved_cap = rp_connect_cap_ms;
-	MemoryContext cxt = CurrentMemoryContext;
-	uint32		holdoff;
-	uint32		cancel_holdoff;
-	volatile bool ok;
-
-	*errmsg_out = NULL;
-	HOLD_INTERRUPTS();
-	holdoff = InterruptHoldoffCount;
-	cancel_holdoff = QueryCancelHoldoffCount;
-	rp_connect_cap_ms = timeout_ms;
-	memset(&rp_failure, 0, sizeof(rp_failure));
-	/* As in rp_eval_quiet: what PostgreSQL itself raises becomes a status. */
-	PG_TRY();
-	{
-		const char **av = palloc(sizeof(char *) * argc);
-		size_t	   *al = palloc(sizeof(size_t) * argc);
-		RpReply    *r = NULL;
-
-		for (int i = 0; i < argc; i++)
-		{
-			av[i] = argv[i].data;
-			al[i] = argv[i].len;
-		}
-		/* In Cluster mode it goes to the node used last, as rp_command. */
-		ok = rp_ensure_connected() &&
-			rp_append(argc, av, al) &&
-			rp_exchange(1, TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms), &r) &&
-			(r->type != RP_REPLY_ERROR || rp_fail_reply(r->str));
-		if (ok)
-			reply = r;
-	}
-	PG_CATCH();
-	{
-		ok = rp_set_failure_caught(cxt, holdoff, cancel_holdoff);
-		rp_conn_reset();
-		rp_in_exchange = false;
-	}
-	PG_END_TRY();
-	rp_connect_cap_ms = saved_cap;
-	RESUME_INTERRUPTS();
-	if (ok)
-		return reply;
-	rp_stats_quiet_error(rp_failure.sqlstate);
-	*errmsg_out = rp_failure.detail ? psprintf("%s: %s", rp_failure.message, rp_failure.detail)
-		: pstrdup(rp_failure.message ? rp_failure.message : "Redis call failed");
-	return NULL;
+	return rp_quiet(NULL, 0, NULL, argc, argv, timeout_ms, reply, st);
 }
 
 void

@@ -3,12 +3,13 @@
  * conn.h
  *		The one Redis connection of a backend (or of the background elector).
  *
- * Nothing but conn.c touches hiredis.  Callers run a Lua script and get back
+ * Nothing outside src/redis/ touches hiredis.  Callers run a Lua script and get back
  * an RpReply: a copy of Redis' answer in palloc'd memory, so no hiredis object
  * is ever alive when the caller ereports.  The exchange is a core that
  * returns a status (rp_eval_try) with two thin faces: the SQL face raises
- * (rp_eval), the cleanup face warns (rp_eval_quiet).  Every wait inside is a latch wait
- * against a deadline; an interrupted or timed-out exchange drops the
+ * it (rp_eval), the cleanup face hands it back with interrupts held and
+ * nothing thrown (rp_eval_quiet).  Every wait inside is a latch wait against
+ * a deadline; an interrupted or timed-out exchange drops the
  * connection, so a late reply can never be read as the answer to the next
  * command.
  *
@@ -58,17 +59,22 @@ extern RpReply *rp_command(int argc, const RpArg *argv);
 
 /*
  * The cleanup face (transaction end, backend exit, the background worker):
- * interrupts held, connect capped at timeout_ms, never ereports.  Returns
- * NULL and fills *errmsg_out (palloc'd) when the call failed.
+ * rp_eval_try with interrupts held and connect capped at timeout_ms, and
+ * never ereports, not even for what PostgreSQL raises beneath it.  Returns
+ * true with *reply, or false with *st filled in; a failure's st->sqlstate is
+ * never 0, for the caller's WARNING.
  */
-extern RpReply *rp_eval_quiet(const RpScript *script,
-							  int nkeys, const RpArg *keys,
-							  int nargs, const RpArg *argv,
-							  int timeout_ms, char **errmsg_out);
+extern bool rp_eval_quiet(const RpScript *script,
+						  int nkeys, const RpArg *keys,
+						  int nargs, const RpArg *argv,
+						  int timeout_ms, RpReply **reply, RpStatus *st);
 
 /* rp_command's cleanup face, as rp_eval_quiet is rp_eval's. */
-extern RpReply *rp_command_quiet(int argc, const RpArg *argv, int timeout_ms,
-								 char **errmsg_out);
+extern bool rp_command_quiet(int argc, const RpArg *argv, int timeout_ms,
+							 RpReply **reply, RpStatus *st);
+
+/* A failure as one line, "message: detail", palloc'd: for a WARNING's detail. */
+extern char *rp_status_text(const RpStatus *st);
 
 /* Drop every connection (if any) now; the next call reconnects. */
 extern void rp_conn_reset(void);

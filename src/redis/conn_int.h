@@ -61,8 +61,6 @@ extern bool rp_slots_valid;
 
 extern bool rp_set_failure(int sqlstate, const char *message,
 						   const char *detail, const char *hint);
-extern bool rp_set_failure_caught(MemoryContext cxt, uint32 holdoff,
-								  uint32 cancel_holdoff);
 extern void rp_conn_drop(void);
 extern bool rp_conn_is_stale(void);
 extern bool rp_open(const char *host, int port, const char *unix_socket,

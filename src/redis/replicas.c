@@ -75,12 +75,16 @@ rp_replicas_wait_quiet(int cap_ms, int *timeout_ms, char **err)
 {
 	RpArg		cmd[3];
 	RpReply    *r;
+	RpStatus	st;
 
+	*err = NULL;
 	rp_replicas_args(cmd, cap_ms, timeout_ms);
 	/* The WAIT's timeout is at most half of this: its reply comes back. */
-	r = rp_command_quiet(3, cmd, rp_command_timeout_ms, err);
-	if (r == NULL)
+	if (!rp_command_quiet(3, cmd, rp_command_timeout_ms, &r, &st))
+	{
+		*err = rp_status_text(&st);
 		return -1;
+	}
 	if (r->type != RP_REPLY_INTEGER)
 	{
 		*err = pstrdup("unexpected reply to WAIT: expected an integer");

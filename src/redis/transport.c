@@ -87,28 +87,6 @@ rp_set_failure(int sqlstate, const char *message, const char *detail,
 	return false;
 }
 
-/*
- * Record an ERROR just caught (and not re-thrown) as the failure.  errfinish
- * zeroed the interrupt hold-off counts for the error handler it expected to
- * run; they are put back to what they were when the PG_TRY began, so that a
- * caller's HOLD_INTERRUPTS (the cleanup face's, AbortTransaction's) is not
- * RESUMEd below zero, which wraps the count and holds interrupts for good.
- * Returns false.
- */
-bool
-rp_set_failure_caught(MemoryContext cxt, uint32 holdoff, uint32 cancel_holdoff)
-{
-	ErrorData  *edata;
-
-	InterruptHoldoffCount = holdoff;
-	QueryCancelHoldoffCount = cancel_holdoff;
-	MemoryContextSwitchTo(cxt);
-	edata = CopyErrorData();
-	FlushErrorState();
-	return rp_set_failure(edata->sqlerrcode, edata->message, edata->detail,
-						  edata->hint);
-}
-
 /* The connection in use, and its wait set. */
 redisContext *rp_ctx = NULL;
 WaitEventSet *rp_waitset = NULL;

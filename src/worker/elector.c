@@ -541,10 +541,14 @@ rp_step_down(RpElectionState *s, const char *reason)
  */
 static RpReply *
 rp_elector_eval(const RpScript *script, int nkeys, const RpArg *keys,
-				int nargs, const RpArg *argv, int timeout_ms, char **err)
+				int nargs, const RpArg *argv, int timeout_ms, RpStatus *st)
 {
-	return rp_eval_quiet(script, nkeys, keys, nargs, argv,
-						 Max(Min(timeout_ms, rp_command_timeout_ms), 1), err);
+	RpReply    *r;
+
+	if (!rp_eval_quiet(script, nkeys, keys, nargs, argv,
+					   Max(Min(timeout_ms, rp_command_timeout_ms), 1), &r, st))
+		return NULL;
+	return r;
 }
 
 /*
@@ -577,7 +581,7 @@ rp_elector_resign(RpElectionState *s, const char *reason)
 {
 	RpArg		keys[2];
 	RpArg		argv[3];
-	char	   *err;
+	RpStatus	st;
 	RpReply    *r;
 
 	if (!s->leading)
@@ -595,13 +599,13 @@ rp_elector_resign(RpElectionState *s, const char *reason)
 	s->valid_until = 0;
 	rp_publish();
 	r = rp_elector_eval(&rp_script_election_resign, 2, keys, 3, argv,
-						RP_RESIGN_TIMEOUT_MS, &err);
+						RP_RESIGN_TIMEOUT_MS, &st);
 	if (r == NULL)
 		ereport(WARNING,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
+				(errcode(st.sqlstate),
 				 errmsg("redis_primitives elector: could not resign \"%s\"; the lease will expire by itself",
 						s->name),
-				 errdetail_internal("%s", err)));
+				 errdetail_internal("%s", rp_status_text(&st))));
 	rp_step_down(s, reason);
 }
 
@@ -733,6 +737,7 @@ rp_campaign_once(RpElectionState *s)
 	int64		sent_us;
 	TimestampTz sent;
 	RpReply    *r;
+	RpStatus	st;
 	char	   *err;
 	int64		epoch;
 
@@ -752,12 +757,13 @@ rp_campaign_once(RpElectionState *s)
 	sent_us = rp_elector_clock_us();
 	sent = GetCurrentTimestamp();
 	r = rp_elector_eval(&rp_script_election_campaign, 3, keys, 4, argv,
-						(int) Max(Min(believe, (int64) INT_MAX), 1), &err);
+						(int) Max(Min(believe, (int64) INT_MAX), 1), &st);
 	rp_stats_record(RP_PRIM_ELECTOR_RENEW, rp_elector_clock_us() - sent_us,
 					r == NULL ? RP_OUTCOME_ERROR : r->type != RP_REPLY_STRING ?
 					RP_OUTCOME_REFUSED : RP_OUTCOME_OK, rp_stats_quiet_sqlstate());
 	if (r == NULL)
 	{
+		err = rp_status_text(&st);
 		rp_set_error(s, err);
 		if (s->leading)
 			rp_step_down(s, psprintf("the renewal could not be confirmed: %s", err));
