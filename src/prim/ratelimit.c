@@ -259,39 +259,21 @@ rp_rl_member_id(void)
 }
 
 /*
- * Run the script, catching only what means "Redis could not be reached":
- * SQLSTATE class 08.  Cancel, statement_timeout (57014), Redis' own error
- * replies and everything else propagate untouched.  Returns NULL with *err
- * set when a class-08 error was caught.
+ * Run the script through the status core; only what means "Redis could not
+ * be reached", SQLSTATE class 08, comes back as a failure (false, *st filled
+ * in).  Redis' own error replies and every other failure are raised, and
+ * cancel and statement_timeout (57014) pass through the core untouched.
  */
-static RpReply *
+static bool
 rp_rl_try_eval(const RpScript *script, int nkeys, const RpArg *keys, int nargs,
-			   const RpArg *argv, ErrorData **err)
+			   const RpArg *argv, RpReply **reply, RpStatus *st)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	uint32		save_holdoff = InterruptHoldoffCount;
-	uint32		save_cancel_holdoff = QueryCancelHoldoffCount;
-	RpReply    *volatile r = NULL;
-
-	*err = NULL;
-	PG_TRY();
-	{
-		r = rp_eval(script, nkeys, keys, nargs, argv);
-	}
-	PG_CATCH();
-	{
-		if (ERRCODE_TO_CATEGORY(geterrcode()) != ERRCODE_CONNECTION_EXCEPTION)
-			PG_RE_THROW();
-		MemoryContextSwitchTo(oldcxt);
-		*err = CopyErrorData();
-		FlushErrorState();
-		/* errfinish zeroed these before the longjmp: we carry on, so restore. */
-		InterruptHoldoffCount = save_holdoff;
-		QueryCancelHoldoffCount = save_cancel_holdoff;
-		r = NULL;
-	}
-	PG_END_TRY();
-	return r;
+	if (rp_eval_try(script, nkeys, keys, nargs, argv, rp_command_timeout_ms,
+					reply, st))
+		return true;
+	if (ERRCODE_TO_CATEGORY(st->sqlstate) != ERRCODE_CONNECTION_EXCEPTION)
+		rp_status_raise(st);
+	return false;
 }
 
 /*
@@ -306,7 +288,7 @@ rp_rl_eval(const RpRlRequest *req, RpArg rkey, int nargs, const RpArg *argv,
 {
 	RpArg		keys[2];
 	int			nkeys = 1;
-	ErrorData  *edata;
+	RpStatus	st;
 
 	keys[0] = rkey;
 	if (count_shadow)
@@ -316,8 +298,8 @@ rp_rl_eval(const RpRlRequest *req, RpArg rkey, int nargs, const RpArg *argv,
 		*reply = rp_eval(req->algorithm->script, nkeys, keys, nargs, argv);
 		return true;
 	}
-	*reply = rp_rl_try_eval(req->algorithm->script, nkeys, keys, nargs, argv, &edata);
-	if (*reply != NULL)
+	if (rp_rl_try_eval(req->algorithm->script, nkeys, keys, nargs, argv, reply,
+					   &st))
 		return true;
 
 	memset(result, 0, sizeof(*result));
@@ -328,15 +310,14 @@ rp_rl_eval(const RpRlRequest *req, RpArg rkey, int nargs, const RpArg *argv,
 	result->retry_known = result->allowed || never;
 	result->retry_after_ms = never ? -1 : 0;
 	ereport(WARNING,
-			(errcode(edata->sqlerrcode),
+			(errcode(st.sqlstate),
 			 errmsg("Redis could not be reached: rate limit on \"%s\" %s",
 					pnstrdup(req->key, req->keylen),
 					req->shadow ? "allowed by shadow mode" :
 					result->allowed ? "allowed by redis_primitives.ratelimit_on_error" :
 					"denied by redis_primitives.ratelimit_on_error"),
-			 errdetail("The call failed with: %s%s%s", edata->message,
-					   edata->detail ? ". " : "", edata->detail ? edata->detail : "")));
-	FreeErrorData(edata);
+			 errdetail("The call failed with: %s%s%s", st.message,
+					   st.detail ? ". " : "", st.detail ? st.detail : "")));
 	return false;
 }
 
