@@ -768,7 +768,14 @@ rp_verify_at_commit(void)
 
 /*
  * Release unsettled acquires (see rp_unsettled) at a transaction end, once
- * Redis has answered a lock call since they were recorded.  Never throws.
+ * Redis has answered a lock call since they were recorded.  Until then (a
+ * cancel or statement_timeout landed in the middle of a round trip, or Redis
+ * did not answer) the transaction does not wait on Redis: each live entry is
+ * handed, once, to the background worker, which releases it by
+ * compare-and-delete in its own time (a semaphore waiter's place leaves the
+ * queue then, not a heartbeat later).  The entry stays here too, for the
+ * first transaction end after Redis answers: the command in flight may run
+ * after the worker's release.  Never throws.
  */
 static void
 rp_unsettled_release(void)
@@ -779,8 +786,20 @@ rp_unsettled_release(void)
 	dlist_mutable_iter it;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (rp_nunsettled == 0 || !rp_redis_answered)
+	if (rp_nunsettled == 0)
 		return;
+	if (!rp_redis_answered)
+	{
+		dlist_foreach_modify(it, &rp_unsettled)
+		{
+			RpLease    *u = dlist_container(RpLease, node, it.cur);
+
+			if (!u->handed && u->expires_at > now)
+				u->handed = rp_orphans_handoff(u->key, u->keylen, u->token,
+											   u->expires_at);
+		}
+		return;
+	}
 	live = palloc(sizeof(RpLease *) * rp_nunsettled);
 	answered = palloc0(sizeof(bool) * rp_nunsettled);
 	dlist_foreach_modify(it, &rp_unsettled)
