@@ -134,11 +134,14 @@ kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
 out=$(session_q s "SELECT rp_acquire('orphan', 60000)")
 is "$out" "ERROR:  08006" "a 60 s acquire times out while Redis sleeps"
 kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
-wait_for 30 '[ "$(redis exists "$(key orphan lock)")" = 1 ]'
-ttl=$(redis pttl "$(key orphan lock)")
-cmp_ok "${ttl:--2}" -gt 30000 "Redis ran it on waking: an orphaned 60 s lease that nobody holds"
+# The abort handed it to the background worker too (it does not wait on a
+# hung Redis), so the lease may be gone again at once: the fence it was
+# issued shows Redis ran it.
+wait_for 30 '[ "$(redis get "$(key orphan fence)")" = 1 ]'
+is "$(redis get "$(key orphan fence)")" "1" "Redis ran it on waking: a 60 s lease that nobody holds was granted (fence 1)"
 session_q s "SELECT held FROM rp_lock_info('something-else')" >/dev/null
-is "$(redis exists "$(key orphan lock)")" "0" "the session released the orphan once Redis answered again"
+wait_for 30 '[ "$(redis exists "$(key orphan lock)")" = 0 ]'
+is "$(redis exists "$(key orphan lock)")" "0" "the orphan is released once Redis answers again (by the worker or the session's next call), not left for 60 s"
 
 # 5c. A call sent while Redis is still hung after a timeout: the timed-out
 # connection must be gone, not kept (on a kept one, the next call reads the
