@@ -292,6 +292,8 @@ rp_lease_of_this_xact(const char *name, size_t namelen, RpLeaseKind kind,
 	return NULL;
 }
 
+static void rp_registry_forget_lost(RpLease *held);
+
 RpLease *
 rp_lease_reenter(const char *name, size_t namelen, RpLeaseKind kind,
 				 TimestampTz now, int64 ttl_ms, int margin_ms)
@@ -301,13 +303,19 @@ rp_lease_reenter(const char *name, size_t namelen, RpLeaseKind kind,
 	/*
 	 * Hand back only a lease the lock-bound guard would accept: inside its
 	 * last margin_ms it is extended by the ttl asked for (same token and
-	 * fence); if Redis no longer holds it, the caller takes a new one as
-	 * any caller would.
+	 * fence); if Redis no longer holds it, it is forgotten here (a lost
+	 * verify_at_commit lease leaving its check behind) and the caller takes
+	 * a new one as any caller would.  Forgotten here, not at the new grant:
+	 * a permit's grant forgets none of the name's live permits, and the
+	 * lost one, still the transaction's oldest, would be re-entered, fail
+	 * its extend and have another permit taken at every call.
 	 */
-	if (held != NULL &&
-		(TimestampTzPlusMilliseconds(held->expires_at, -(int64) margin_ms) > now ||
-		 rp_lease_extend_held(held, ttl_ms)))
+	if (held == NULL)
+		return NULL;
+	if (TimestampTzPlusMilliseconds(held->expires_at, -(int64) margin_ms) > now ||
+		rp_lease_extend_held(held, ttl_ms))
 		return held;
+	rp_registry_forget_lost(held);
 	return NULL;
 }
 

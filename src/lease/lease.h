@@ -128,8 +128,8 @@ extern RpLease *rp_lease_of_this_xact(const char *name, size_t namelen, RpLeaseK
  * Re-entry, for every kind: the lease of this kind on name the current
  * transaction took, live, handed back only as the lock-bound guard would
  * accept it (inside its last margin_ms it is extended by ttl_ms first);
- * NULL when there is none (or Redis no longer holds it): the caller takes
- * one as any caller would.  A lease an earlier transaction of the session
+ * NULL when there is none (or Redis no longer holds it: that one is
+ * forgotten, as a lost lease is): the caller takes one as any caller would.  A lease an earlier transaction of the session
  * took is never re-entered: behind a pool it may be another request's.
  */
 extern RpLease *rp_lease_reenter(const char *name, size_t namelen, RpLeaseKind kind,
