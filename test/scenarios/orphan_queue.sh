@@ -8,8 +8,14 @@
 # asked for in vain, stays that holder's.  Checked against Redis: after
 # SIGCONT, none of the 130 locks asked for is left, the other holder's lock
 # and semaphore permit are untouched.
+#
+# The same holds for the release of a transaction's leases at its end: when
+# Redis does not answer it (the release is lost on the way, through a proxy
+# that drops everything after one command, test/t/delay_proxy.py), they are
+# handed to the worker, which reaches Redis directly, and not left to their
+# TTL.
 source "$(dirname "$0")/tap.bash"
-plan 6
+plan 9
 
 rpid=$(cat "$RP_TMP/redis-$REDIS_PORT.pid")
 key() { q "SELECT rp_test.key('$1', '$2')"; }
@@ -38,5 +44,26 @@ is "$(redis get "$(key oq-held lock)")" "someone-else" "the lock another holder 
 is "$(redis zscore "$(key oq-sem sem)" someone-else)" "99999999999999" "the semaphore permit another holder held is still its"
 is "$(session_q s "SELECT count(*) FROM rp_leases()")" "0" "the session holds nothing"
 session_close s
+
+# ---- a transaction's leases whose release at COMMIT Redis never got --------------
+pport=$(rp_free_port)
+touch "$RP_TMP/oq.events"
+/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" 1 "$RP_TMP/oq.events" &
+proxy=$!
+wait_for 30 "grep -q '^listening' '$RP_TMP/oq.events'"
+session_open sp
+session_q sp "SET redis_primitives.port = $pport" >/dev/null
+out=$(session_q sp "BEGIN; SELECT fence > 0 FROM rp_acquire_xact('oq-x', 120000); SELECT fence > 0 FROM rp_semaphore_acquire_xact('oq-xs', 3, 120000)")
+kill -USR1 "$proxy"
+# One more command reaches Redis (and is answered); nothing after it does.
+out+=" $(session_q sp "SELECT held FROM rp_lock_info('oq-dummy')")"
+wait_for 30 "grep -q '^forwarded' '$RP_TMP/oq.events'"
+out+=" $(session_q sp "COMMIT" | grep -c WARNING)"
+is "$(echo $out)" "t t f 2" "an xact lock and permit held; their release at COMMIT never reaches Redis: a WARNING per kind"
+wait_for 30 '[ "$(redis exists "$(key oq-x lock)")$(redis zcard "$(key oq-xs sem)")" = 00 ]'
+is "$(redis exists "$(key oq-x lock)")" "0" "the xact lock is released by the background worker (within 30 s, not its 120 s TTL)"
+is "$(redis zcard "$(key oq-xs sem)")" "0" "the xact permit too"
+kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+session_close sp
 redis del "$(key oq-held lock)" "$(key oq-sem sem)" >/dev/null
 finish
