@@ -657,8 +657,9 @@ typedef enum RpTake
 /*
  * Take the registry's entries of one sort out (RP_TAKE_XACT: of subid only,
  * unless InvalidSubTransactionId), release them and forget them.  quiet: the
- * cleanup face, never throws; otherwise a failure raises and leaves the
- * registry as it was.  Returns how many Redis still held.
+ * cleanup face, never throws, and hands what Redis did not answer to the
+ * background worker; otherwise a failure raises and leaves the registry as
+ * it was.  Returns how many Redis still held.
  */
 static int
 rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
@@ -682,7 +683,26 @@ rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
 			 (subid == InvalidSubTransactionId || l->subid == subid)))
 			take[n++] = l;
 	}
-	released = rp_release_leases(take, n, quiet, NULL);
+	if (quiet && n > 0)
+	{
+		bool	   *answered = palloc0(sizeof(bool) * n);
+		TimestampTz now = GetCurrentTimestamp();
+
+		released = rp_release_leases(take, n, true, answered);
+
+		/*
+		 * What Redis did not answer in time (hung, or the release was lost
+		 * on the way) goes to the background worker, as at backend exit:
+		 * forgotten here, it would otherwise live out its TTL.
+		 */
+		for (int i = 0; i < n; i++)
+			if (!answered[i] && take[i]->expires_at > now)
+				(void) rp_orphans_handoff(take[i]->key, take[i]->keylen,
+										  take[i]->token, take[i]->expires_at);
+		pfree(answered);
+	}
+	else
+		released = rp_release_leases(take, n, quiet, NULL);
 	for (int i = 0; i < n; i++)
 		rp_registry_remove(take[i]);
 	pfree(take);
