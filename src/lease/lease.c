@@ -564,8 +564,9 @@ rp_release_kind(RpLease **leases, int n, const RpScript *script, bool quiet,
 			{
 				ereport(WARNING,
 						(errcode(st.sqlstate),
-						 errmsg("could not release %d Redis lease(s); they will expire by their TTL", gn),
-						 errdetail_internal("%s", rp_status_text(&st))));
+						 errmsg("could not release %d Redis lease(s)", gn),
+						 errdetail_internal("%s", rp_status_text(&st)),
+						 errhint("They are released once Redis answers again, by the background worker when the library is in shared_preload_libraries; otherwise they expire by their TTL.")));
 				continue;
 			}
 		}
