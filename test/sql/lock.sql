@@ -1,6 +1,11 @@
--- The lease lock, deterministic behaviour.  Redis is flushed before this
--- suite, so fence tokens start at 1.
+-- The lease lock, deterministic behaviour.  Keys are under a prefix of
+-- this file's own (below), so fence tokens start at 1.
 \pset null '(null)'
+-- Counters in Redis outlive a run (a fence never goes back) and the
+-- suite may run against a Redis that an earlier run used (make
+-- installcheck): this file's keys are under a key prefix of its own.
+DO $$ BEGIN PERFORM set_config('redis_primitives.key_prefix',
+  'rp-regress:' || gen_random_uuid() || ':', false); END $$;
 
 -- A lease is taken once.  Re-entry is per transaction: a later statement (a
 -- later transaction) asking for the name is refused like any other caller,

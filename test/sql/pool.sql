@@ -1,5 +1,10 @@
 -- Connection pools: the loud failures and DISCARD ALL.
 \pset null '(null)'
+-- Counters in Redis outlive a run (a fence never goes back) and the
+-- suite may run against a Redis that an earlier run used (make
+-- installcheck): this file's keys are under a key prefix of its own.
+DO $$ BEGIN PERFORM set_config('redis_primitives.key_prefix',
+  'rp-regress:' || gen_random_uuid() || ':', false); END $$;
 
 -- rp_release(name) on a session that holds nothing on the name warns: behind
 -- a pool the release ran on another backend, and false alone is too quiet.

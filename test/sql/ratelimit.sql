@@ -5,6 +5,11 @@
 -- statements.  t0 = 1000000000 ms is a multiple of the window, so
 -- sliding_window's buckets start at t0, t0+100000, ...
 \pset null '(null)'
+-- Counters in Redis outlive a run (a fence never goes back) and the
+-- suite may run against a Redis that an earlier run used (make
+-- installcheck): this file's keys are under a key prefix of its own.
+DO $$ BEGIN PERFORM set_config('redis_primitives.key_prefix',
+  'rp-regress:' || gen_random_uuid() || ':', false); END $$;
 
 -- at(ms): pin the limiter's clock to t0 + ms.
 CREATE FUNCTION pg_temp.at(ms bigint) RETURNS text LANGUAGE sql AS $$
