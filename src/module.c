@@ -191,6 +191,7 @@ _PG_init(void)
 	rp_notify_init();
 	rp_fence_commit_init();
 	rp_pool_init();
+	rp_lease_init();
 
 	/* Statistics count the rate limiter's shadow refusals. */
 	rp_ratelimit_observer_hook = rp_stats_ratelimit_observed;

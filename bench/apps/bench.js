@@ -22,6 +22,9 @@
 //                      'xact'), which sets fence_token from the lease
 //     rp_one_stmt      ONE statement with parameters: WITH lease AS (SELECT *
 //                      FROM rp_acquire_xact($1, ...)) UPDATE ... FROM lease
+//     rp_one_trip_send, rp_one_stmt_send  the same two with
+//                      redis_primitives.release_at_commit = send: COMMIT
+//                      sends the release and does not wait for Redis
 //     rp_four_trips    the slow way: a checked-out client, BEGIN; SELECT *
 //                      FROM rp_acquire_xact; UPDATE; COMMIT as four round trips
 //     update_only      the bare UPDATE on a table without a trigger: the floor
@@ -70,6 +73,9 @@ const now = () => Number(process.hrtime.bigint()) / 1e6;   // ms
 
 const redis = new Redis({ port: Number(process.env.REDIS_PORT), host: '127.0.0.1', enableAutoPipelining: false });
 const pool = new pg.Pool({ max: Math.max(...CLIENTS) });
+// The same, its sessions releasing at COMMIT without waiting for Redis.
+const poolSend = new pg.Pool({ max: Math.max(...CLIENTS),
+  options: '-c redis_primitives.release_at_commit=send' });
 const redlock = new Redlock([redis], { retryCount: 0 });
 const HOUR = 3600;
 const rlfAdmit = new RateLimiterRedis({ storeClient: redis, keyPrefix: 'rlf-admit', points: 1e9, duration: 60 });
@@ -161,6 +167,20 @@ const modes = {
        FROM lease WHERE a.id = $2 AND lease.token IS NOT NULL`, [`account-${c}`, c]);
     if (rowCount !== 1) throw new Error('not acquired');
   },
+  async rp_one_trip_send(c) {
+    const r = await poolSend.query(`BEGIN;
+      SELECT token FROM rp_acquire_xact('account-${c}', 5000);
+      UPDATE bench_account_rp SET balance = balance + 1 WHERE id = ${c};
+      COMMIT`);
+    if (r[2].rowCount !== 1) throw new Error('not written');
+  },
+  async rp_one_stmt_send(c) {
+    const { rowCount } = await poolSend.query(
+      `WITH lease AS (SELECT token FROM rp_acquire_xact($1, 5000))
+       UPDATE bench_account_rp a SET balance = a.balance + 1
+       FROM lease WHERE a.id = $2 AND lease.token IS NOT NULL`, [`account-${c}`, c]);
+    if (rowCount !== 1) throw new Error('not acquired');
+  },
   async rp_four_trips(c) {
     const client = await pool.connect();
     try {
@@ -203,7 +223,8 @@ const modes = {
 
 const GROUPS = {
   lock: ['redlock_cycle', 'rp_cycle'],
-  section: ['redlock_section', 'rp_one_trip', 'rp_one_stmt', 'rp_four_trips', 'update_only'],
+  section: ['redlock_section', 'rp_one_trip', 'rp_one_stmt', 'rp_one_trip_send',
+    'rp_one_stmt_send', 'rp_four_trips', 'update_only'],
   admit: ['rlf_admit', 'rp_admit', 'query_only'],
   refuse: ['rlf_refuse', 'rlf_refuse_memory', 'rp_refuse'],
   floor: ['pg_select1', 'redis_ping'],
@@ -316,6 +337,7 @@ async function main() {
     }
   }
   await pool.end();
+  await poolSend.end();
   redis.disconnect();
 }
 

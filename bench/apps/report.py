@@ -26,6 +26,8 @@ MODES = {
     "redlock_section": ("node-redlock + INCR fence + UPDATE … WHERE fence_token <= $t + release", "3 Redis + 1 PG", "node-redlock + INCR + UPDATE"),
     "rp_one_trip": ("BEGIN; rp_acquire_xact; UPDATE; COMMIT as one string (lock-bound guard)", "1 PG (+2 PG→Redis)", "rp: one string (BEGIN … COMMIT)"),
     "rp_one_stmt": ("WITH lease AS (rp_acquire_xact) UPDATE … FROM lease, one statement", "1 PG (+2 PG→Redis)", "rp: one statement (WITH lease)"),
+    "rp_one_trip_send": ("the one string, `release_at_commit = send`", "1 PG (+1½ PG→Redis)", "rp: one string, release sent"),
+    "rp_one_stmt_send": ("the one statement, `release_at_commit = send`", "1 PG (+1½ PG→Redis)", "rp: one statement, release sent"),
     "rp_four_trips": ("the slow way: BEGIN, rp_acquire_xact, UPDATE, COMMIT as four queries", "4 PG (+2 PG→Redis)", "rp: four round trips (slow way)"),
     "update_only": ("the UPDATE alone, no lock, no trigger (the floor)", "1 PG", "UPDATE alone (floor)"),
     "rlf_admit": ("rate-limiter-flexible consume, then the query", "1 Redis + 1 PG", "rate-limiter-flexible + query"),

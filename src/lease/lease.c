@@ -35,6 +35,7 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -109,6 +110,39 @@ static bool rp_callbacks_registered = false;
  * lease remembers the value it was taken in (RpLease.xact_gen).
  */
 static uint64 rp_xact_gen = 1;
+
+/*
+ * redis_primitives.release_at_commit: 'wait' (the default) reads the reply
+ * of the compare-and-delete that ends a transaction's leases before COMMIT
+ * returns; 'send' only sends it, and the next call on the connection (or
+ * backend exit) reads it (rp_release_settle).  Cluster mode always waits.
+ */
+typedef enum RpReleaseAtCommit
+{
+	RP_RELEASE_WAIT,
+	RP_RELEASE_SEND
+} RpReleaseAtCommit;
+
+static const struct config_enum_entry rp_release_at_commit_options[] = {
+	{"wait", RP_RELEASE_WAIT, false},
+	{"send", RP_RELEASE_SEND, false},
+	{NULL, 0, false}
+};
+static int	rp_release_at_commit = RP_RELEASE_WAIT;
+
+void
+rp_lease_init(void)
+{
+	DefineCustomEnumVariable("redis_primitives.release_at_commit",
+							 "Whether COMMIT and ROLLBACK wait for Redis to answer the release of the transaction's leases.",
+							 "wait: the release is answered before the transaction end returns. "
+							 "send: it is sent, and its answer read by the session's next Redis call "
+							 "or at backend exit; a release that fails or is lost is retried as any "
+							 "unsettled one.",
+							 &rp_release_at_commit, RP_RELEASE_WAIT,
+							 rp_release_at_commit_options, PGC_USERSET, 0,
+							 NULL, NULL, NULL);
+}
 
 /* ------------------------------------------------------------------------
  * The kinds of lease.
@@ -418,6 +452,8 @@ rp_registry_sweep(void)
 	rp_sweep_at = Max(64, 2 * rp_ngranted);
 }
 
+static void rp_unsettled_push(RpLease *u);
+
 /* Record an acquire about to be sent: unsettled until its answer is known. */
 static RpLease *
 rp_unsettled_add(const char *name, size_t namelen, RpLeaseKind kind, RpArg key,
@@ -426,6 +462,16 @@ rp_unsettled_add(const char *name, size_t namelen, RpLeaseKind kind, RpArg key,
 	RpLease    *u = MemoryContextAllocZero(rp_lease_cxt, sizeof(RpLease));
 
 	rp_lease_fill(u, name, namelen, kind, key, token, expires_at);
+	rp_unsettled_push(u);
+	return u;
+}
+
+/* A lease whose release was lost (rp_release_settle) joins the unsettled. */
+static void
+rp_unsettled_push(RpLease *u)
+{
+	u->tries = 0;
+	u->handed = false;
 	if (rp_nunsettled >= RP_MAX_UNSETTLED)
 	{
 		RpLease    *old = dlist_container(RpLease, node,
@@ -437,7 +483,6 @@ rp_unsettled_add(const char *name, size_t namelen, RpLeaseKind kind, RpArg key,
 	}
 	dlist_push_tail(&rp_unsettled, &u->node);
 	rp_nunsettled++;
-	return u;
 }
 
 /* Its answer is known and nothing was granted: forget it. */
@@ -516,6 +561,82 @@ rp_lease_eval(const RpScript *script, int nkeys, const RpArg *keys,
  */
 
 /*
+ * A release sent without waiting (release_at_commit = send): copies of the
+ * leases it names, in rp_lease_cxt, until its reply is read.
+ */
+typedef struct RpSentRelease
+{
+	int			n;
+	RpLease    *leases[FLEXIBLE_ARRAY_MEMBER];
+} RpSentRelease;
+
+
+/*
+ * The reply of a release sent at transaction end, read by a later call on
+ * the connection (RpSettleFn: runs inside that call's exchange, never
+ * throws).  Answered: done, whatever each count says (0: the lease was gone
+ * already).  A Redis error (NOSCRIPT after a SCRIPT FLUSH) or no answer (the
+ * connection went first): each lease still live is unsettled, released again
+ * at the next transaction end or at backend exit, or by the background
+ * worker as any other.
+ */
+static void
+rp_release_settle(void *arg, RpReply *reply)
+{
+	RpSentRelease *sent = arg;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		answered = reply != NULL && reply->type == RP_REPLY_ARRAY;
+
+	if (reply != NULL)
+		rp_redis_answered = true;
+	for (int i = 0; i < sent->n; i++)
+	{
+		RpLease    *l = sent->leases[i];
+
+		if (!answered && l->expires_at > now)
+			rp_unsettled_push(l);
+		else
+		{
+			rp_lease_free_strings(l);
+			pfree(l);
+		}
+	}
+	pfree(sent);
+}
+
+/* Send the release of gn leases (one slot) without waiting: see above. */
+static bool
+rp_release_send(RpLease **leases, int gn, const int *which, const RpScript *script,
+				const RpArg *gkeys, const RpArg *gargv, int timeout_ms, RpStatus *st)
+{
+	RpSentRelease *sent = MemoryContextAlloc(rp_lease_cxt,
+											 offsetof(RpSentRelease, leases) +
+											 sizeof(RpLease *) * gn);
+
+	sent->n = gn;
+	for (int k = 0; k < gn; k++)
+	{
+		RpLease    *l = leases[which[k]];
+		RpArg		key = {l->key, l->keylen};
+
+		sent->leases[k] = MemoryContextAllocZero(rp_lease_cxt, sizeof(RpLease));
+		rp_lease_fill(sent->leases[k], l->name, l->namelen, l->kind, key,
+					  l->token, l->expires_at);
+	}
+	if (rp_eval_send_quiet(script, gn, gkeys, gn, gargv, timeout_ms,
+						   rp_release_settle, sent, st))
+		return true;
+	/* Not sent (or its fate unknown): the caller hands the leases on. */
+	for (int k = 0; k < gn; k++)
+	{
+		rp_lease_free_strings(sent->leases[k]);
+		pfree(sent->leases[k]);
+	}
+	pfree(sent);
+	return false;
+}
+
+/*
  * Release n leases of one kind by compare-and-delete under the keys they
  * were taken with.  released[i] is set when Redis still held leases[i] with
  * our token.  quiet: the cleanup face, never ereports, all of it within
@@ -524,7 +645,7 @@ rp_lease_eval(const RpScript *script, int nkeys, const RpArg *keys,
  */
 static int
 rp_release_kind(RpLease **leases, int n, const RpScript *script, bool quiet,
-				TimestampTz deadline, bool *answered)
+				bool send, TimestampTz deadline, bool *answered)
 {
 	RpArg	   *keys = palloc(sizeof(RpArg) * Max(n, 1));
 	RpArg	   *argv = palloc(sizeof(RpArg) * Max(n, 1));
@@ -547,7 +668,7 @@ rp_release_kind(RpLease **leases, int n, const RpScript *script, bool quiet,
 	for (int g = 0; g < ngroups; g++)
 	{
 		int			gn = start[g + 1] - start[g];
-		RpReply    *r;
+		RpReply    *r = NULL;
 
 		for (int k = 0; k < gn; k++)
 		{
@@ -559,8 +680,22 @@ rp_release_kind(RpLease **leases, int n, const RpScript *script, bool quiet,
 			RpStatus	st;
 			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
-			if (!rp_eval_quiet(script, gn, gkeys, gn, gargv,
-							   (int) Max(left, 1), &r, &st))
+			if (send)
+			{
+				/* Sent: settled when its reply is read (rp_release_settle). */
+				if (rp_release_send(leases, gn, order + start[g], script, gkeys,
+									gargv, (int) Max(left, 1), &st))
+				{
+					for (int k = 0; k < gn; k++)
+						if (answered)
+							answered[order[start[g] + k]] = true;
+					continue;
+				}
+			}
+			else if (rp_eval_quiet(script, gn, gkeys, gn, gargv,
+								   (int) Max(left, 1), &r, &st))
+				st.sqlstate = 0;
+			if (st.sqlstate != 0)
 			{
 				ereport(WARNING,
 						(errcode(st.sqlstate),
@@ -593,7 +728,7 @@ rp_release_kind(RpLease **leases, int n, const RpScript *script, bool quiet,
  * many Redis still held with our token.
  */
 static int
-rp_release_leases(RpLease **leases, int n, bool quiet, bool *answered)
+rp_release_leases(RpLease **leases, int n, bool quiet, bool send, bool *answered)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
@@ -629,9 +764,9 @@ rp_release_leases(RpLease **leases, int n, bool quiet, bool *answered)
 		}
 	}
 	released = rp_release_kind(locks, nl, rp_lease_kind(RP_LEASE_LOCK)->release,
-							   quiet, deadline, la);
+							   quiet, send, deadline, la);
 	released += rp_release_kind(permits, np, rp_lease_kind(RP_LEASE_PERMIT)->release,
-								quiet, deadline, pa);
+								quiet, send, deadline, pa);
 	if (answered)
 	{
 		for (int i = 0; i < nl; i++)
@@ -689,7 +824,16 @@ rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
 		bool	   *answered = palloc0(sizeof(bool) * n);
 		TimestampTz now = GetCurrentTimestamp();
 
-		released = rp_release_leases(take, n, true, answered);
+		/*
+		 * At the top-level transaction's end, release_at_commit = send sends
+		 * the release and leaves its reply to the next call on the
+		 * connection (rp_release_settle).
+		 */
+		bool		send = which == RP_TAKE_XACT &&
+			subid == InvalidSubTransactionId &&
+			rp_release_at_commit == RP_RELEASE_SEND && rp_conn_can_defer();
+
+		released = rp_release_leases(take, n, true, send, answered);
 
 		/*
 		 * What Redis did not answer in time (hung, or the release was lost
@@ -703,7 +847,7 @@ rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
 		pfree(answered);
 	}
 	else
-		released = rp_release_leases(take, n, quiet, NULL);
+		released = rp_release_leases(take, n, quiet, false, NULL);
 	for (int i = 0; i < n; i++)
 		rp_registry_remove(take[i]);
 	pfree(take);
@@ -840,7 +984,7 @@ rp_unsettled_release(void)
 		else
 			rp_unsettled_forget(u);
 	}
-	(void) rp_release_leases(live, n, true, answered);
+	(void) rp_release_leases(live, n, true, false, answered);
 	for (int i = 0; i < n; i++)
 		if (answered[i] && ++live[i]->tries >= 2)
 			rp_unsettled_forget(live[i]);
@@ -957,10 +1101,17 @@ rp_exit_callback(int code, Datum arg)
 	RpLease   **all;
 	bool	   *answered;
 	int			n = 0;
-	long		max = rp_nunsettled;
+	long		max;
 	dlist_iter	it;
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now;
 
+	/*
+	 * A release sent at the last transaction end (release_at_commit = send)
+	 * is answered first; one not answered joins the unsettled below.
+	 */
+	rp_settle_pending_quiet(Min(rp_command_timeout_ms, RP_CLEANUP_TIMEOUT_MS));
+	now = GetCurrentTimestamp();
+	max = rp_nunsettled;
 	max += rp_ngranted;
 	if (max > 0)
 	{
@@ -979,7 +1130,7 @@ rp_exit_callback(int code, Datum arg)
 			if (l->expires_at > now)
 				all[n++] = l;
 		}
-		(void) rp_release_leases(all, n, true, answered);
+		(void) rp_release_leases(all, n, true, false, answered);
 		for (int i = 0; i < n; i++)
 			if (!answered[i])
 				rp_orphans_handoff(all[i]->key, all[i]->keylen, all[i]->token,
@@ -1178,7 +1329,7 @@ rp_lease_forget(RpLease *l)
 int
 rp_lease_release(RpLease **leases, int n, bool quiet, bool *answered)
 {
-	return rp_release_leases(leases, n, quiet, answered);
+	return rp_release_leases(leases, n, quiet, false, answered);
 }
 
 int

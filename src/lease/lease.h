@@ -105,6 +105,8 @@ extern const RpLeaseKindDef *rp_lease_kind(RpLeaseKind kind);
  * run in the postmaster).  Call it before any lease is recorded.
  */
 extern void rp_lease_setup(void);
+/* _PG_init: the lease layer's settings (release_at_commit). */
+extern void rp_lease_init(void);
 
 /* rp_eval that also tells the registry Redis answers (unsettled go then). */
 extern RpReply *rp_lease_eval(const RpScript *script, int nkeys, const RpArg *keys,

@@ -102,6 +102,15 @@ rp_ensure_connected(void)
 									   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 																   rp_connect_budget_ms()));
 	}
+	/*
+	 * Replies owed (a release sent at the last transaction end) are read
+	 * first: they would look like the unsolicited bytes of a stale socket.
+	 * A failure drops the connection, and each owed reply is settled as lost.
+	 */
+	(void) rp_settle_pending(TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														 rp_connect_cap_ms > 0 ?
+														 Min(rp_command_timeout_ms, rp_connect_cap_ms) :
+														 rp_command_timeout_ms));
 	if (rp_ctx != NULL && rp_conn_is_stale())
 		rp_conn_drop();
 	now = GetCurrentTimestamp();
@@ -188,6 +197,35 @@ rp_command_try(int argc, const RpArg *argv, int timeout_ms, RpReply **out,
 	return ok;
 }
 
+/* The deferred send's core: rp_eval_try up to the send (EVALSHA only). */
+static bool
+rp_eval_send_try(const RpScript *script, int nkeys, const RpArg *keys,
+				 int nargs, const RpArg *argv, int timeout_ms,
+				 RpSettleFn settle, void *arg, RpStatus *st)
+{
+	bool		ok;
+
+	memset(&rp_failure, 0, sizeof(rp_failure));
+	if (!rp_check_config())
+		ok = false;
+	else if (rp_cluster)
+		ok = rp_set_failure(ERRCODE_FEATURE_NOT_SUPPORTED,
+							"a reply cannot be owed in Redis Cluster mode", NULL, NULL);
+	else
+		ok = rp_ensure_connected() &&
+			rp_append_script("EVALSHA", script->sha1, nkeys, keys, nargs, argv) &&
+			rp_send_only(TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms),
+						 settle, arg);
+	*st = rp_failure;
+	return ok;
+}
+
+bool
+rp_conn_can_defer(void)
+{
+	return !rp_cluster;
+}
+
 void
 rp_status_raise(const RpStatus *st)
 {
@@ -257,10 +295,18 @@ rp_set_failure_caught(MemoryContext cxt, uint32 holdoff, uint32 cancel_holdoff)
  * argv[0 .. nargs)): interrupts held, connect capped at timeout_ms, never
  * ereports.  A failed call's status always has a SQLSTATE.
  */
+typedef enum RpQuietOp
+{
+	RP_QUIET_EVAL,				/* rp_eval_try */
+	RP_QUIET_COMMAND,			/* rp_command_try (argv[0 .. nargs)) */
+	RP_QUIET_SEND,				/* rp_eval_send_try */
+	RP_QUIET_SETTLE				/* read the replies owed */
+} RpQuietOp;
+
 static bool
-rp_quiet(const RpScript *script, int nkeys, const RpArg *keys,
+rp_quiet(RpQuietOp op, const RpScript *script, int nkeys, const RpArg *keys,
 		 int nargs, const RpArg *argv, int timeout_ms, RpReply **reply,
-		 RpStatus *st)
+		 RpSettleFn settle, void *arg, RpStatus *st)
 {
 	RpReply    *volatile r = NULL;
 	int			saved_cap = rp_connect_cap_ms;
@@ -285,13 +331,28 @@ rp_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 	 */
 	PG_TRY();
 	{
-		RpReply    *got;
+		RpReply    *got = NULL;
 
-		if (script != NULL)
-			ok = rp_eval_try(script, nkeys, keys, nargs, argv, timeout_ms,
-							 &got, st);
-		else
-			ok = rp_command_try(nargs, argv, timeout_ms, &got, st);
+		switch (op)
+		{
+			case RP_QUIET_EVAL:
+				ok = rp_eval_try(script, nkeys, keys, nargs, argv, timeout_ms,
+								 &got, st);
+				break;
+			case RP_QUIET_COMMAND:
+				ok = rp_command_try(nargs, argv, timeout_ms, &got, st);
+				break;
+			case RP_QUIET_SEND:
+				ok = rp_eval_send_try(script, nkeys, keys, nargs, argv,
+									  timeout_ms, settle, arg, st);
+				break;
+			case RP_QUIET_SETTLE:
+				memset(&rp_failure, 0, sizeof(rp_failure));
+				ok = rp_settle_pending(TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+																   timeout_ms));
+				*st = rp_failure;
+				break;
+		}
 		r = got;
 	}
 	PG_CATCH();
@@ -304,7 +365,8 @@ rp_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 	PG_END_TRY();
 	rp_connect_cap_ms = saved_cap;
 	RESUME_INTERRUPTS();
-	*reply = ok ? r : NULL;
+	if (reply != NULL)
+		*reply = ok ? r : NULL;
 	if (!ok)
 	{
 		if (st->sqlstate == 0)
@@ -319,14 +381,34 @@ rp_eval_quiet(const RpScript *script, int nkeys, const RpArg *keys,
 			  int nargs, const RpArg *argv, int timeout_ms, RpReply **reply,
 			  RpStatus *st)
 {
-	return rp_quiet(script, nkeys, keys, nargs, argv, timeout_ms, reply, st);
+	return rp_quiet(RP_QUIET_EVAL, script, nkeys, keys, nargs, argv, timeout_ms,
+					reply, NULL, NULL, st);
+}
+
+bool
+rp_eval_send_quiet(const RpScript *script, int nkeys, const RpArg *keys,
+				   int nargs, const RpArg *argv, int timeout_ms,
+				   RpSettleFn settle, void *arg, RpStatus *st)
+{
+	return rp_quiet(RP_QUIET_SEND, script, nkeys, keys, nargs, argv, timeout_ms,
+					NULL, settle, arg, st);
+}
+
+void
+rp_settle_pending_quiet(int timeout_ms)
+{
+	RpStatus	st;
+
+	(void) rp_quiet(RP_QUIET_SETTLE, NULL, 0, NULL, 0, NULL, timeout_ms, NULL,
+					NULL, NULL, &st);
 }
 
 bool
 rp_command_quiet(int argc, const RpArg *argv, int timeout_ms, RpReply **reply,
 				 RpStatus *st)
 {
-	return rp_quiet(NULL, 0, NULL, argc, argv, timeout_ms, reply, st);
+	return rp_quiet(RP_QUIET_COMMAND, NULL, 0, NULL, argc, argv, timeout_ms,
+					reply, NULL, NULL, st);
 }
 
 void

@@ -69,6 +69,31 @@ extern bool rp_eval_quiet(const RpScript *script,
 						  int nargs, const RpArg *argv,
 						  int timeout_ms, RpReply **reply, RpStatus *st);
 
+/*
+ * What becomes of a command sent without waiting for its reply: settle is
+ * called with the reply (a Redis error as RP_REPLY_ERROR) when a later call
+ * reads it, or with NULL when the connection goes first (the command's fate
+ * unknown).  It runs inside that later call's exchange: it must not throw
+ * nor use the connection.
+ */
+typedef void (*RpSettleFn) (void *arg, RpReply *reply);
+
+/*
+ * rp_eval_quiet that does not wait for the reply: the script is sent
+ * (EVALSHA) and settle gets its reply later (above).  True when it was sent;
+ * false with *st when it could not be (settle is not called: its fate is
+ * unknown), or when the connection cannot carry a reply owed
+ * (rp_conn_can_defer is false: nothing was sent).
+ */
+extern bool rp_eval_send_quiet(const RpScript *script,
+							   int nkeys, const RpArg *keys,
+							   int nargs, const RpArg *argv, int timeout_ms,
+							   RpSettleFn settle, void *arg, RpStatus *st);
+/* Whether replies can be owed: not in Cluster mode (one connection per node). */
+extern bool rp_conn_can_defer(void);
+/* Read the replies owed now, within timeout_ms; cleanup face, never throws. */
+extern void rp_settle_pending_quiet(int timeout_ms);
+
 /* rp_command's cleanup face, as rp_eval_quiet is rp_eval's. */
 extern bool rp_command_quiet(int argc, const RpArg *argv, int timeout_ms,
 							 RpReply **reply, RpStatus *st);

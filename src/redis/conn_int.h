@@ -71,6 +71,8 @@ extern bool rp_append(int argc, const char **argv, const size_t *argvlen);
 extern bool rp_append_script(const char *verb, const char *body, int nkeys,
 							 const RpArg *keys, int nargs, const RpArg *argv);
 extern bool rp_exchange(int ncmds, TimestampTz deadline, RpReply **out);
+extern bool rp_send_only(TimestampTz deadline, RpSettleFn settle, void *arg);
+extern bool rp_settle_pending(TimestampTz deadline);
 extern bool rp_fail_reply(const char *msg);
 extern bool rp_is_noscript(const RpReply *r);
 

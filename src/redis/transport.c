@@ -75,6 +75,38 @@ static const redisContext *rp_fresh_ctx = NULL;
  */
 RpStatus	rp_failure;
 
+/*
+ * Replies owed on rp_ctx for commands sent without waiting for them
+ * (rp_send_only), oldest first.  Each is read, in order, before the next
+ * exchange's own replies and handed to its settle function; a connection
+ * dropped while replies are owed hands each settle function NULL (the
+ * command's fate is unknown).  Only outside Cluster mode, whose parked
+ * connections are swapped in without a drop: so while any is owed, rp_ctx
+ * is the connection they were sent on.
+ */
+typedef struct RpPending
+{
+	RpSettleFn	settle;
+	void	   *arg;
+} RpPending;
+
+static RpPending *rp_pending = NULL;	/* in TopMemoryContext */
+static int	rp_npending = 0;
+static int	rp_maxpending = 0;
+
+/* Hand every owed reply's settle function NULL: the connection is gone. */
+static void
+rp_pending_lost(void)
+{
+	while (rp_npending > 0)
+	{
+		RpPending	p = rp_pending[0];
+
+		memmove(rp_pending, rp_pending + 1, sizeof(RpPending) * --rp_npending);
+		p.settle(p.arg, NULL);
+	}
+}
+
 /* Record a failure that is not about a connection to drop; returns false. */
 bool
 rp_set_failure(int sqlstate, const char *message, const char *detail,
@@ -143,6 +175,7 @@ rp_conn_drop(void)
 		ReleaseExternalFD();
 		rp_ctx = NULL;
 	}
+	rp_pending_lost();
 }
 
 /* Whether cluster.c's slot map may be used: a failed exchange clears it. */
@@ -606,21 +639,52 @@ rp_fail_lost(void)
 }
 
 /*
- * Send what has been appended to rp_ctx and read ncmds replies into out[]
- * (Redis error replies as RP_REPLY_ERROR).  The only place that writes to
- * and reads from the socket.  Any failure drops the connection.  Each hiredis
- * reply is copied and freed before the next wait, so an interrupt thrown
- * inside rp_wait never leaves one allocated; rp_in_exchange then tells the
- * next call that the stream is out of step.
+ * Read one reply from rp_ctx into *r (a hiredis reply, the caller's to take
+ * at once), waiting until deadline.  Any failure drops the connection.
  */
-bool
-rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
+static bool
+rp_read_one(TimestampTz deadline, long budget_ms, void **r)
+{
+	int			want = WL_SOCKET_READABLE;
+
+	*r = NULL;
+	for (;;)
+	{
+		if (redisGetReplyFromReader(rp_ctx, r) == REDIS_ERR)
+			return rp_fail(ERRCODE_CONNECTION_FAILURE,
+						   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
+		if (*r != NULL)
+			return true;
+		/* TLS: OpenSSL may hold bytes already; read before waiting. */
+		if (rp_tls_active(rp_ctx))
+		{
+			int			rc = rp_tls_read(rp_ctx, &want);
+
+			if (rc < 0)
+				return rp_fail(ERRCODE_CONNECTION_FAILURE,
+							   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
+			if (rc > 0)
+				continue;
+		}
+		if (!rp_wait(want, deadline, RP_WAIT_REPLY))
+		{
+			rp_failure.timed_out = true;
+			return rp_fail(ERRCODE_CONNECTION_FAILURE,
+						   "Redis command timed out",
+						   psprintf("no reply within %ld ms; the connection was dropped",
+									budget_ms));
+		}
+		if (!rp_tls_active(rp_ctx) && redisBufferRead(rp_ctx) == REDIS_ERR)
+			return rp_fail_lost();
+	}
+}
+
+/* Write what has been appended to rp_ctx, waiting until deadline. */
+static bool
+rp_write_all(TimestampTz deadline)
 {
 	int			done = 0;
-	long		budget_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
-	rp_in_exchange = true;
-	rp_failure.sent = true;
 	while (!done)
 	{
 		int			want = WL_SOCKET_WRITEABLE;
@@ -636,41 +700,48 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 						   "the command could not be sent in time; the connection was dropped");
 		}
 	}
+	return true;
+}
 
+/*
+ * Send what has been appended to rp_ctx and read ncmds replies into out[]
+ * (Redis error replies as RP_REPLY_ERROR), after the replies owed to
+ * commands sent earlier without waiting (rp_send_only), each handed to its
+ * settle function.  The only place that reads from the socket.  Any failure
+ * drops the connection.  Each hiredis reply is copied and freed before the
+ * next wait, so an interrupt thrown inside rp_wait never leaves one
+ * allocated; rp_in_exchange then tells the next call that the stream is out
+ * of step.
+ */
+bool
+rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
+{
+	long		budget_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+	void	   *r;
+
+	rp_in_exchange = true;
+	rp_failure.sent = true;
+	if (!rp_write_all(deadline))
+		return false;
+
+	while (rp_npending > 0)
+	{
+		RpPending	p;
+		RpReply    *reply;
+
+		if (!rp_read_one(deadline, budget_ms, &r))
+			return false;
+		reply = rp_take_reply(r);
+		if (rp_ctx == rp_fresh_ctx)
+			rp_fresh_ctx = NULL;
+		p = rp_pending[0];
+		memmove(rp_pending, rp_pending + 1, sizeof(RpPending) * --rp_npending);
+		p.settle(p.arg, reply);
+	}
 	for (int i = 0; i < ncmds; i++)
 	{
-		void	   *r = NULL;
-		int			want = WL_SOCKET_READABLE;
-
-		for (;;)
-		{
-			if (redisGetReplyFromReader(rp_ctx, &r) == REDIS_ERR)
-				return rp_fail(ERRCODE_CONNECTION_FAILURE,
-							   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
-			if (r != NULL)
-				break;
-			/* TLS: OpenSSL may hold bytes already; read before waiting. */
-			if (rp_tls_active(rp_ctx))
-			{
-				int			rc = rp_tls_read(rp_ctx, &want);
-
-				if (rc < 0)
-					return rp_fail(ERRCODE_CONNECTION_FAILURE,
-								   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
-				if (rc > 0)
-					continue;
-			}
-			if (!rp_wait(want, deadline, RP_WAIT_REPLY))
-			{
-				rp_failure.timed_out = true;
-				return rp_fail(ERRCODE_CONNECTION_FAILURE,
-							   "Redis command timed out",
-							   psprintf("no reply within %ld ms; the connection was dropped",
-										budget_ms));
-			}
-			if (!rp_tls_active(rp_ctx) && redisBufferRead(rp_ctx) == REDIS_ERR)
-				return rp_fail_lost();
-		}
+		if (!rp_read_one(deadline, budget_ms, &r))
+			return false;
 		out[i] = rp_take_reply(r);
 		if (rp_ctx == rp_fresh_ctx)
 			rp_fresh_ctx = NULL;
@@ -678,6 +749,53 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 	rp_in_exchange = false;
 	rp_last_used = GetCurrentTimestamp();
 	return true;
+}
+
+/*
+ * Send what has been appended to rp_ctx (one command) and return without
+ * its reply: the next exchange reads it first and hands it to settle (NULL
+ * if the connection goes first).  False (failure recorded, connection
+ * dropped, settle not called) if it could not be sent: its fate is unknown.
+ */
+bool
+rp_send_only(TimestampTz deadline, RpSettleFn settle, void *arg)
+{
+	Assert(!rp_cluster);
+	if (rp_npending == rp_maxpending)
+	{
+		int			n = Max(8, rp_maxpending * 2);
+
+		rp_pending = rp_pending == NULL ?
+			MemoryContextAlloc(TopMemoryContext, sizeof(RpPending) * n) :
+			repalloc(rp_pending, sizeof(RpPending) * n);
+		rp_maxpending = n;
+	}
+	rp_in_exchange = true;
+	rp_failure.sent = true;
+	if (!rp_write_all(deadline))
+		return false;
+	rp_pending[rp_npending].settle = settle;
+	rp_pending[rp_npending].arg = arg;
+	rp_npending++;
+	rp_in_exchange = false;
+	rp_last_used = GetCurrentTimestamp();
+	return true;
+}
+
+/* Read the replies owed on rp_ctx, if any (see rp_exchange). */
+bool
+rp_settle_pending(TimestampTz deadline)
+{
+	if (rp_ctx == NULL || rp_npending == 0)
+		return true;
+	if (rp_in_exchange)
+	{
+		/* Out of step (an exchange cut short): the replies cannot be told. */
+		rp_conn_drop();
+		rp_in_exchange = false;
+		return true;
+	}
+	return rp_exchange(0, deadline, NULL);
 }
 
 bool
