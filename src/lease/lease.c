@@ -140,7 +140,7 @@ rp_lease_init(void)
 							 "or at backend exit; a release that fails or is lost is retried as any "
 							 "unsettled one.",
 							 &rp_release_at_commit, RP_RELEASE_WAIT,
-							 rp_release_at_commit_options, PGC_USERSET, 0,
+							 rp_release_at_commit_options, PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 }
 
@@ -453,6 +453,10 @@ rp_registry_sweep(void)
 }
 
 static void rp_unsettled_push(RpLease *u);
+static void rp_unsettled_trim(void);
+
+/* rp_unsettled_release is walking the list: rp_unsettled_trim waits. */
+static bool rp_unsettled_walking = false;
 
 /* Record an acquire about to be sent: unsettled until its answer is known. */
 static RpLease *
@@ -467,22 +471,34 @@ rp_unsettled_add(const char *name, size_t namelen, RpLeaseKind kind, RpArg key,
 }
 
 /* A lease whose release was lost (rp_release_settle) joins the unsettled. */
+/* Keep at most RP_MAX_UNSETTLED: the oldest go to the background worker. */
 static void
-rp_unsettled_push(RpLease *u)
+rp_unsettled_trim(void)
 {
-	u->tries = 0;
-	u->handed = false;
-	if (rp_nunsettled >= RP_MAX_UNSETTLED)
+	TimestampTz now = GetCurrentTimestamp();
+
+	while (rp_nunsettled > RP_MAX_UNSETTLED && !rp_unsettled_walking)
 	{
 		RpLease    *old = dlist_container(RpLease, node,
 										  dlist_pop_head_node(&rp_unsettled));
 
 		rp_nunsettled--;
+		if (!old->handed && old->expires_at > now)
+			(void) rp_orphans_handoff(old->key, old->keylen, old->token,
+									  old->expires_at);
 		rp_lease_free_strings(old);
 		pfree(old);
 	}
+}
+
+static void
+rp_unsettled_push(RpLease *u)
+{
+	u->tries = 0;
+	u->handed = false;
 	dlist_push_tail(&rp_unsettled, &u->node);
 	rp_nunsettled++;
+	rp_unsettled_trim();
 }
 
 /* Its answer is known and nothing was granted: forget it. */
@@ -594,7 +610,13 @@ rp_release_settle(void *arg, RpReply *reply)
 		RpLease    *l = sent->leases[i];
 
 		if (!answered && l->expires_at > now)
+		{
 			rp_unsettled_push(l);
+			/* No answer (the connection went): the worker tries at once. */
+			if (reply == NULL)
+				l->handed = rp_orphans_handoff(l->key, l->keylen, l->token,
+											   l->expires_at);
+		}
 		else
 		{
 			rp_lease_free_strings(l);
@@ -961,6 +983,7 @@ rp_unsettled_release(void)
 
 	if (rp_nunsettled == 0)
 		return;
+
 	if (!rp_redis_answered)
 	{
 		dlist_foreach_modify(it, &rp_unsettled)
@@ -984,10 +1007,19 @@ rp_unsettled_release(void)
 		else
 			rp_unsettled_forget(u);
 	}
+
+	/*
+	 * A reply owed, read on the way (a release sent at this COMMIT), may
+	 * report a release lost: it joins the list, but evicts nothing while
+	 * live[] points into it.
+	 */
+	rp_unsettled_walking = true;
 	(void) rp_release_leases(live, n, true, false, answered);
+	rp_unsettled_walking = false;
 	for (int i = 0; i < n; i++)
 		if (answered[i] && ++live[i]->tries >= 2)
 			rp_unsettled_forget(live[i]);
+	rp_unsettled_trim();
 }
 
 /*

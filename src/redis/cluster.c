@@ -25,6 +25,7 @@
 
 #include "conn.h"
 #include "conn_int.h"
+#include "stats.h"
 #include "tls.h"
 
 /* ------------------------------------------------------------------------
@@ -375,6 +376,8 @@ rp_eval_cluster(const RpScript *script, int nkeys, const RpArg *keys,
 				n++;
 			}
 			/* Flushed or restarted: EVAL runs it and caches it again. */
+			if (pass)
+				rp_stats_conn_event(RP_EVENT_NOSCRIPT);
 			if (!rp_append_script(pass ? "EVAL" : "EVALSHA",
 								  pass ? script->text : script->sha1,
 								  nkeys, keys, nargs, argv))

@@ -107,10 +107,11 @@ rp_ensure_connected(void)
 	 * first: they would look like the unsolicited bytes of a stale socket.
 	 * A failure drops the connection, and each owed reply is settled as lost.
 	 */
-	(void) rp_settle_pending(TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-														 rp_connect_cap_ms > 0 ?
-														 Min(rp_command_timeout_ms, rp_connect_cap_ms) :
-														 rp_command_timeout_ms));
+	if (!rp_settle_pending(TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   rp_connect_cap_ms > 0 ?
+													   Min(rp_command_timeout_ms, rp_connect_cap_ms) :
+													   rp_command_timeout_ms)))
+		memset(&rp_failure, 0, sizeof(rp_failure));	/* not this call's failure */
 	if (rp_ctx != NULL && rp_conn_is_stale())
 		rp_conn_drop();
 	now = GetCurrentTimestamp();
@@ -153,6 +154,7 @@ rp_eval_try(const RpScript *script, int nkeys, const RpArg *keys,
 		if (ok && rp_is_noscript(reply))
 		{
 			/* Flushed or restarted: EVAL runs it and caches it again. */
+			rp_stats_conn_event(RP_EVENT_NOSCRIPT);
 			ok = rp_append_script("EVAL", script->text, nkeys, keys, nargs, argv) &&
 				rp_exchange(1, deadline, &reply);
 		}
@@ -197,7 +199,12 @@ rp_command_try(int argc, const RpArg *argv, int timeout_ms, RpReply **out,
 	return ok;
 }
 
-/* The deferred send's core: rp_eval_try up to the send (EVALSHA only). */
+/*
+ * The deferred send's core: rp_eval_try up to the send.  EVAL, not EVALSHA:
+ * no answer comes back to retry with, and a Redis that lost its script cache
+ * (restarted, failed over, SCRIPT FLUSH) would answer every release with
+ * NOSCRIPT.  Its text costs a few hundred bytes, and Redis a SHA1 of them.
+ */
 static bool
 rp_eval_send_try(const RpScript *script, int nkeys, const RpArg *keys,
 				 int nargs, const RpArg *argv, int timeout_ms,
@@ -213,7 +220,7 @@ rp_eval_send_try(const RpScript *script, int nkeys, const RpArg *keys,
 							"a reply cannot be owed in Redis Cluster mode", NULL, NULL);
 	else
 		ok = rp_ensure_connected() &&
-			rp_append_script("EVALSHA", script->sha1, nkeys, keys, nargs, argv) &&
+			rp_append_script("EVAL", script->text, nkeys, keys, nargs, argv) &&
 			rp_send_only(TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms),
 						 settle, arg);
 	*st = rp_failure;

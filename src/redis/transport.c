@@ -818,8 +818,6 @@ rp_append_script(const char *verb, const char *body, int nkeys,
 	int			n = 0;
 	bool		ok;
 
-	if (strcmp(verb, "EVAL") == 0)
-		rp_stats_conn_event(RP_EVENT_NOSCRIPT);	/* only sent after NOSCRIPT */
 	snprintf(nk, sizeof(nk), "%d", nkeys);
 	av[n] = verb;
 	al[n++] = strlen(verb);

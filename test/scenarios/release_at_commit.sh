@@ -11,11 +11,15 @@
 # - while Redis executes no writes (CLIENT PAUSE ... WRITE), COMMIT returns
 #   without the WARNING of a release Redis did not answer (which 'wait'
 #   gives after 500 ms), and the release runs once Redis goes on;
-# - a release that fails (NOSCRIPT after a SCRIPT FLUSH) is not dropped:
-#   the lease is released again at the next transaction end, or at backend
-#   exit; dropped, it would be held until its TTL (60 s here).
+# - a Redis that lost its script cache still runs the release (sent as
+#   EVAL), and the same session takes the name again at once;
+# - a release that never runs (its connection killed before Redis read it)
+#   is not dropped: the lease is released again after the next call, or at
+#   backend exit, 300 of them too (more than the session keeps: the rest go
+#   to the background worker); dropped, each would be held until its TTL
+#   (60 s here).
 source "$(dirname "$0")/tap.bash"
-plan 13
+plan 16
 
 is "$(q "SHOW redis_primitives.release_at_commit")" "wait" "the default is wait"
 lock() { redis exists "$(q "SELECT rp_test.key('$1', 'lock')")"; }
@@ -51,20 +55,56 @@ is "$(echo "$out" | grep -c '^WARNING:  08006')" "1" \
 	"wait (the naive twin here): the same COMMIT waits 500 ms and warns 08006"
 session_close w
 
-# A release that fails: NOSCRIPT after SCRIPT FLUSH.
-session_q s "BEGIN; SELECT rp_acquire_xact('rc-n', 60000)" >/dev/null
+# A Redis that lost its script cache (restarted, failed over, SCRIPT
+# FLUSH): the release is sent as EVAL, so it runs, and the session's next
+# acquire of the same name is not refused by its own released lease.
+session_q s "BEGIN; SELECT rp_acquire_xact('rc-f', 60000)" >/dev/null
 redis script flush >/dev/null
 session_q s "COMMIT" >/dev/null
-is "$(lock rc-n)" "1" "the release sent at COMMIT failed (NOSCRIPT): the lease is still there"
-session_q s "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
-is "$(lock rc-n)" "0" "the next call read the failure; its transaction end released the lease"
+is "$(session_q s "SELECT rp_acquire_xact('rc-f', 60000, 1500) IS NOT NULL")" "t" \
+	"after SCRIPT FLUSH, the released name is taken again at once by the same session"
 
-# The same at backend exit.
-session_q s "BEGIN; SELECT rp_acquire_xact('rc-x', 60000)" >/dev/null
-redis script flush >/dev/null
-session_q s "COMMIT" >/dev/null
-is "$(lock rc-x)" "1" "a release that failed at the last COMMIT before exit: still there"
+# A release that never runs: sent while Redis pauses writes, its connection
+# killed before Redis reads it (CLIENT KILL is not a write).
+lost_commit() {  # session name
+	session_q "$1" "BEGIN; SELECT rp_acquire_xact('$2', 60000)" >/dev/null
+	redis client pause 20000 write >/dev/null
+	session_q "$1" "COMMIT" >/dev/null
+	redis client kill type normal skipme yes >/dev/null
+	redis client unpause >/dev/null
+}
+lost_commit s rc-n
+is "$(lock rc-n)" "1" "the release sent at COMMIT was lost with its connection: the lease is still there"
+session_q s "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
+wait_for 10 '[ "$(lock rc-n)" = 0 ]'
+is "$(lock rc-n)" "0" "the next call found the release lost; it was released again (not left to its TTL)"
+
+# The same at backend exit, in a session with nothing unsettled (the
+# release of what is unsettled at a transaction end waits for Redis, and
+# reads the reply owed on the way).
 session_close s
-wait_for 20 '[ "$(lock rc-x)" = 0 ]'
-is "$(lock rc-x)" "0" "backend exit read the failure and released the lease"
+session_open x
+session_q x "SET redis_primitives.release_at_commit = send" >/dev/null
+lost_commit x rc-x
+is "$(lock rc-x)" "1" "a release lost after the last COMMIT before exit: still there"
+session_close x
+wait_for 10 '[ "$(lock rc-x)" = 0 ]'
+is "$(lock rc-x)" "0" "backend exit found the release lost and released the lease"
+
+# More lost releases than the session keeps unsettled (256): the oldest go
+# to the background worker, none is left to its TTL.
+session_open m
+session_q m "SET redis_primitives.release_at_commit = send" >/dev/null
+session_q m "BEGIN; SELECT count(rp_acquire_xact('rc-m' || i, 60000)) FROM generate_series(1, 300) i" >/dev/null
+redis client pause 20000 write >/dev/null
+session_q m "COMMIT" >/dev/null
+redis client kill type normal skipme yes >/dev/null
+redis client unpause >/dev/null
+left() { redis --scan --pattern "$(q "SELECT rp_test.key('rc-m', 'lock')" | sed 's/rc-m/rc-m*/')" | wc -l; }
+is "$(left)" "300" \
+	"300 releases lost in one COMMIT: 300 leases still there"
+session_q m "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
+wait_for 20 '[ "$(left)" = 0 ]'
+is "$(left)" "0" "all 300 released again (the session's 256, the worker the rest)"
+session_close m
 finish
