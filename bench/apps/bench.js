@@ -126,6 +126,24 @@ async function refusedBy(limiter, key) {
   throw new Error(`${key} admitted`);
 }
 
+// The fenced section as one string, and as one statement, through p.
+async function oneTrip(p, c) {
+  // c is a number: nothing to escape (examples/node/worker.js shows
+  // pg.escapeLiteral for a name from outside).
+  const r = await p.query(`BEGIN;
+    SELECT token FROM rp_acquire_xact('account-${c}', 5000);
+    UPDATE bench_account_rp SET balance = balance + 1 WHERE id = ${c};
+    COMMIT`);
+  if (r[2].rowCount !== 1) throw new Error('not written');
+}
+async function oneStmt(p, c) {
+  const { rowCount } = await p.query(
+    `WITH lease AS (SELECT token FROM rp_acquire_xact($1, 5000))
+     UPDATE bench_account_rp a SET balance = a.balance + 1
+     FROM lease WHERE a.id = $2 AND lease.token IS NOT NULL`, [`account-${c}`, c]);
+  if (rowCount !== 1) throw new Error('not acquired');
+}
+
 const modes = {
   // lock: the cycle alone
   async redlock_cycle(c) {
@@ -151,36 +169,10 @@ const modes = {
       await lock.release();
     }
   },
-  async rp_one_trip(c) {
-    // c is a number: nothing to escape (examples/node/worker.js shows
-    // pg.escapeLiteral for a name from outside).
-    const r = await pool.query(`BEGIN;
-      SELECT token FROM rp_acquire_xact('account-${c}', 5000);
-      UPDATE bench_account_rp SET balance = balance + 1 WHERE id = ${c};
-      COMMIT`);
-    if (r[2].rowCount !== 1) throw new Error('not written');
-  },
-  async rp_one_stmt(c) {
-    const { rowCount } = await pool.query(
-      `WITH lease AS (SELECT token FROM rp_acquire_xact($1, 5000))
-       UPDATE bench_account_rp a SET balance = a.balance + 1
-       FROM lease WHERE a.id = $2 AND lease.token IS NOT NULL`, [`account-${c}`, c]);
-    if (rowCount !== 1) throw new Error('not acquired');
-  },
-  async rp_one_trip_send(c) {
-    const r = await poolSend.query(`BEGIN;
-      SELECT token FROM rp_acquire_xact('account-${c}', 5000);
-      UPDATE bench_account_rp SET balance = balance + 1 WHERE id = ${c};
-      COMMIT`);
-    if (r[2].rowCount !== 1) throw new Error('not written');
-  },
-  async rp_one_stmt_send(c) {
-    const { rowCount } = await poolSend.query(
-      `WITH lease AS (SELECT token FROM rp_acquire_xact($1, 5000))
-       UPDATE bench_account_rp a SET balance = a.balance + 1
-       FROM lease WHERE a.id = $2 AND lease.token IS NOT NULL`, [`account-${c}`, c]);
-    if (rowCount !== 1) throw new Error('not acquired');
-  },
+  async rp_one_trip(c) { await oneTrip(pool, c); },
+  async rp_one_stmt(c) { await oneStmt(pool, c); },
+  async rp_one_trip_send(c) { await oneTrip(poolSend, c); },
+  async rp_one_stmt_send(c) { await oneStmt(poolSend, c); },
   async rp_four_trips(c) {
     const client = await pool.connect();
     try {
