@@ -455,9 +455,6 @@ rp_registry_sweep(void)
 static void rp_unsettled_push(RpLease *u);
 static void rp_unsettled_trim(void);
 
-/* rp_unsettled_release is walking the list: rp_unsettled_trim waits. */
-static bool rp_unsettled_walking = false;
-
 /* Record an acquire about to be sent: unsettled until its answer is known. */
 static RpLease *
 rp_unsettled_add(const char *name, size_t namelen, RpLeaseKind kind, RpArg key,
@@ -471,13 +468,18 @@ rp_unsettled_add(const char *name, size_t namelen, RpLeaseKind kind, RpArg key,
 }
 
 /* A lease whose release was lost (rp_release_settle) joins the unsettled. */
-/* Keep at most RP_MAX_UNSETTLED: the oldest go to the background worker. */
+/*
+ * Keep at most RP_MAX_UNSETTLED: the oldest go to the background worker.
+ * Only at a transaction's end (rp_unsettled_release), never while a call
+ * runs: an acquire holds pointers to its own entries (rp_lease_pending)
+ * across its round trip, and a reply owed, read on the way, may add more.
+ */
 static void
 rp_unsettled_trim(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
-	while (rp_nunsettled > RP_MAX_UNSETTLED && !rp_unsettled_walking)
+	while (rp_nunsettled > RP_MAX_UNSETTLED)
 	{
 		RpLease    *old = dlist_container(RpLease, node,
 										  dlist_pop_head_node(&rp_unsettled));
@@ -498,7 +500,6 @@ rp_unsettled_push(RpLease *u)
 	u->handed = false;
 	dlist_push_tail(&rp_unsettled, &u->node);
 	rp_nunsettled++;
-	rp_unsettled_trim();
 }
 
 /* Its answer is known and nothing was granted: forget it. */
@@ -610,13 +611,7 @@ rp_release_settle(void *arg, RpReply *reply)
 		RpLease    *l = sent->leases[i];
 
 		if (!answered && l->expires_at > now)
-		{
-			rp_unsettled_push(l);
-			/* No answer (the connection went): the worker tries at once. */
-			if (reply == NULL)
-				l->handed = rp_orphans_handoff(l->key, l->keylen, l->token,
-											   l->expires_at);
-		}
+			rp_unsettled_push(l);	/* released at this call's transaction end */
 		else
 		{
 			rp_lease_free_strings(l);
@@ -994,6 +989,7 @@ rp_unsettled_release(void)
 				u->handed = rp_orphans_handoff(u->key, u->keylen, u->token,
 											   u->expires_at);
 		}
+		rp_unsettled_trim();
 		return;
 	}
 	live = palloc(sizeof(RpLease *) * rp_nunsettled);
@@ -1010,12 +1006,10 @@ rp_unsettled_release(void)
 
 	/*
 	 * A reply owed, read on the way (a release sent at this COMMIT), may
-	 * report a release lost: it joins the list, but evicts nothing while
-	 * live[] points into it.
+	 * report a release lost: it joins the list, which frees nothing until
+	 * the trim below.
 	 */
-	rp_unsettled_walking = true;
 	(void) rp_release_leases(live, n, true, false, answered);
-	rp_unsettled_walking = false;
 	for (int i = 0; i < n; i++)
 		if (answered[i] && ++live[i]->tries >= 2)
 			rp_unsettled_forget(live[i]);

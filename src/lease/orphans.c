@@ -87,6 +87,10 @@ rp_orphans_shmem_startup(void)
 	}
 }
 
+/* This backend's leases not handed since its last queue-full WARNING. */
+static int	rp_handoff_unwarned = 0;
+static TimestampTz rp_handoff_warned_at = 0;
+
 bool
 rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 				   TimestampTz expires_at)
@@ -117,12 +121,29 @@ rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 	worker = rp_queue->worker;
 	LWLockRelease(rp_queue->lock);
 	if (!queued)
-		ereport(WARNING,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("could not hand a Redis lease to the background worker: its queue is full"),
-				 errdetail("The queue holds at most %d leases and %d bytes of keys; %d leases and %u bytes are queued, and this lease's key is %zu bytes.  The lease will expire by its TTL.",
-						   RP_ORPHAN_SLOTS, RP_ORPHAN_KEY_SPACE, queued_n,
-						   queued_bytes, keylen)));
+	{
+		/*
+		 * One WARNING a second at most, counting the leases it stands for:
+		 * a transaction end or an exit may hand hundreds, and a client that
+		 * is not reading (an idle pooled connection, terminated) would hold
+		 * the backend in ClientWrite with a WARNING per lease.
+		 */
+		TimestampTz now = GetCurrentTimestamp();
+
+		rp_handoff_unwarned++;
+		if (TimestampDifferenceExceeds(rp_handoff_warned_at, now, 1000))
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("could not hand %d Redis lease(s) to the background worker: its queue is full",
+							rp_handoff_unwarned),
+					 errdetail("The queue holds at most %d leases and %d bytes of keys; %d leases and %u bytes are queued, and the last lease's key is %zu bytes.  The leases will expire by their TTL.",
+							   RP_ORPHAN_SLOTS, RP_ORPHAN_KEY_SPACE, queued_n,
+							   queued_bytes, keylen)));
+			rp_handoff_warned_at = now;
+			rp_handoff_unwarned = 0;
+		}
+	}
 	else if (worker != INVALID_PROC_NUMBER)
 		SetLatch(&GetPGProcByNumber(worker)->procLatch);
 	return queued;

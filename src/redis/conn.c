@@ -107,11 +107,11 @@ rp_ensure_connected(void)
 	 * first: they would look like the unsolicited bytes of a stale socket.
 	 * A failure drops the connection, and each owed reply is settled as lost.
 	 */
-	if (!rp_settle_pending(TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   rp_connect_cap_ms > 0 ?
-													   Min(rp_command_timeout_ms, rp_connect_cap_ms) :
-													   rp_command_timeout_ms)))
-		memset(&rp_failure, 0, sizeof(rp_failure));	/* not this call's failure */
+	(void) rp_settle_pending(TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														 rp_connect_cap_ms > 0 ?
+														 Min(rp_command_timeout_ms, rp_connect_cap_ms) :
+														 rp_command_timeout_ms));
+	memset(&rp_failure, 0, sizeof(rp_failure));	/* the drain's, not this call's */
 	if (rp_ctx != NULL && rp_conn_is_stale())
 		rp_conn_drop();
 	now = GetCurrentTimestamp();
@@ -219,7 +219,12 @@ rp_eval_send_try(const RpScript *script, int nkeys, const RpArg *keys,
 		ok = rp_set_failure(ERRCODE_FEATURE_NOT_SUPPORTED,
 							"a reply cannot be owed in Redis Cluster mode", NULL, NULL);
 	else
-		ok = rp_ensure_connected() &&
+		/*
+		 * With replies owed the connection is in step and in use: the send
+		 * goes behind them (a lock's and a permit's release at one COMMIT),
+		 * not after reading them, which would wait for Redis.
+		 */
+		ok = (rp_pending_count() > 0 || rp_ensure_connected()) &&
 			rp_append_script("EVAL", script->text, nkeys, keys, nargs, argv) &&
 			rp_send_only(TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms),
 						 settle, arg);

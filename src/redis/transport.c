@@ -782,6 +782,13 @@ rp_send_only(TimestampTz deadline, RpSettleFn settle, void *arg)
 	return true;
 }
 
+/* How many replies are owed on rp_ctx (0 when there is no connection). */
+int
+rp_pending_count(void)
+{
+	return rp_ctx == NULL || rp_in_exchange ? 0 : rp_npending;
+}
+
 /* Read the replies owed on rp_ctx, if any (see rp_exchange). */
 bool
 rp_settle_pending(TimestampTz deadline)
