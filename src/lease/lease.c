@@ -1083,6 +1083,7 @@ rp_xact_callback(XactEvent event, void *arg)
 				break;
 			(void) rp_release_where(RP_TAKE_XACT, InvalidSubTransactionId, true);
 			rp_unsettled_release();
+			rp_orphans_report();
 			break;
 		default:
 			break;
@@ -1162,6 +1163,7 @@ rp_exit_callback(int code, Datum arg)
 				rp_orphans_handoff(all[i]->key, all[i]->keylen, all[i]->token,
 								   all[i]->expires_at);
 	}
+	rp_orphans_report();
 	rp_conn_reset();
 }
 

@@ -89,15 +89,43 @@ rp_orphans_shmem_startup(void)
 
 /* This backend's leases not handed since its last queue-full WARNING. */
 static int	rp_handoff_unwarned = 0;
+static size_t rp_handoff_last_keylen = 0;
 static TimestampTz rp_handoff_warned_at = 0;
+
+/*
+ * The queue-full WARNING for the leases not handed since the last one, if
+ * any: at the first refusal of a burst, then (rp_orphans_handoff) once a
+ * second, and for the rest of the burst at the transaction's end or exit
+ * (lease.c), so that every lease left to its TTL is counted once.
+ */
+void
+rp_orphans_report(void)
+{
+	int			queued_n = 0;
+	uint32		queued_bytes = 0;
+
+	if (rp_handoff_unwarned == 0 || rp_queue == NULL)
+		return;
+	LWLockAcquire(rp_queue->lock, LW_SHARED);
+	queued_n = rp_queue->n;
+	queued_bytes = rp_queue->keyused;
+	LWLockRelease(rp_queue->lock);
+	ereport(WARNING,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("could not hand %d Redis lease(s) to the background worker: its queue is full",
+					rp_handoff_unwarned),
+			 errdetail("The queue holds at most %d leases and %d bytes of keys; %d leases and %u bytes are queued, and the last lease's key is %zu bytes.  The leases will expire by their TTL.",
+					   RP_ORPHAN_SLOTS, RP_ORPHAN_KEY_SPACE, queued_n,
+					   queued_bytes, rp_handoff_last_keylen)));
+	rp_handoff_warned_at = GetCurrentTimestamp();
+	rp_handoff_unwarned = 0;
+}
 
 bool
 rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 				   TimestampTz expires_at)
 {
 	ProcNumber	worker = INVALID_PROC_NUMBER;
-	int			queued_n = 0;
-	uint32		queued_bytes = 0;
 	bool		queued = false;
 
 	if (rp_queue == NULL)
@@ -116,8 +144,6 @@ rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 		o->expires_at = expires_at;
 		queued = true;
 	}
-	queued_n = rp_queue->n;
-	queued_bytes = rp_queue->keyused;
 	worker = rp_queue->worker;
 	LWLockRelease(rp_queue->lock);
 	if (!queued)
@@ -131,18 +157,9 @@ rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 		TimestampTz now = GetCurrentTimestamp();
 
 		rp_handoff_unwarned++;
+		rp_handoff_last_keylen = keylen;
 		if (TimestampDifferenceExceeds(rp_handoff_warned_at, now, 1000))
-		{
-			ereport(WARNING,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("could not hand %d Redis lease(s) to the background worker: its queue is full",
-							rp_handoff_unwarned),
-					 errdetail("The queue holds at most %d leases and %d bytes of keys; %d leases and %u bytes are queued, and the last lease's key is %zu bytes.  The leases will expire by their TTL.",
-							   RP_ORPHAN_SLOTS, RP_ORPHAN_KEY_SPACE, queued_n,
-							   queued_bytes, keylen)));
-			rp_handoff_warned_at = now;
-			rp_handoff_unwarned = 0;
-		}
+			rp_orphans_report();
 	}
 	else if (worker != INVALID_PROC_NUMBER)
 		SetLatch(&GetPGProcByNumber(worker)->procLatch);

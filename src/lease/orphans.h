@@ -30,6 +30,9 @@ extern bool rp_orphans_handoff(const char *key, size_t keylen,
 							   const char *token, TimestampTz expires_at);
 
 /* The worker: it is the one to wake on a hand-off. */
+/* The queue-full WARNING still owed for refused hand-offs (never throws
+ * but for the WARNING itself): at transaction end and exit. */
+extern void rp_orphans_report(void);
 extern void rp_orphans_set_worker(void);
 
 /*

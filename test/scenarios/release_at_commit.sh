@@ -20,7 +20,7 @@
 #   nor a terminated backend kept from exiting; dropped, each would be
 #   held until its TTL (60 s here).
 source "$(dirname "$0")/tap.bash"
-plan 21
+plan 23
 
 is "$(q "SHOW redis_primitives.release_at_commit")" "wait" "the default is wait"
 lock() { redis exists "$(q "SELECT rp_test.key('$1', 'lock')")"; }
@@ -134,10 +134,18 @@ session_close e
 session_open t
 pid=$(session_pid t)
 lost_many t rc-t
+mark=$(stat -c %s "$RP_TMP/pg.log")
 redis client pause 20000 write >/dev/null
 q "SELECT pg_terminate_backend($pid)" >/dev/null
 wait_for 30 '[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid")" = 0 ]'
 ok $? "terminated while Redis pauses writes, 300 leases to hand off: the backend exits"
 redis client unpause >/dev/null
 session_close t
+# What the worker's queue did not take is left to its TTL: the WARNINGs
+# count every one of them (not only the first of a burst).
+counted=$(tail -c +"$((mark + 1))" "$RP_TMP/pg.log" |
+	grep -oE 'could not hand [0-9]+ Redis lease' | awk '{ n += $4 } END { print n + 0 }')
+wait_for 20 '[ "$(left rc-t)" = "$counted" ]'
+is "$(left rc-t)" "$counted" "the leases left in Redis are the ones the WARNINGs counted ($counted)"
+cmp_ok "$counted" -gt 0 "and some were left: the queue holds 128"
 finish
