@@ -594,7 +594,8 @@ def check_end(h, final, rep):
         if lease_of(o) is not None and o["inv"]["name"].startswith("X-"):
             rep.add("no_stranded_lease", checked=1)
     # Acquires that failed with their outcome unknown (the connection lost,
-    # a timeout, a cancel after the script was sent): Redis may have granted
+    # a timeout, a cancel after the script was sent, the backend gone in an
+    # immediate restart with the script sent: ev "unknown"): Redis may have granted
     # the lease with a token only that backend knew.  The backend releases
     # such an acquire at its next transaction ends (docs/lock.md, "A
     # timed-out acquire may still take effect"); a failover can lose that
@@ -602,7 +603,8 @@ def check_end(h, final, rep):
     unknown = collections.defaultdict(list)         # lock key name -> ops
     for o in h.kind("acquire"):
         end = o["end"]
-        if end is None or end["ev"] == "fail" and end.get("state", "")[:2] in ("08", "57"):
+        if end is None or end["ev"] == "unknown" or \
+                end["ev"] == "fail" and (end.get("state") or "")[:2] in ("08", "57"):
             unknown[o["inv"]["name"]].append(o)
     for k in final["redis"]:
         if not k["key"].endswith(":lock"):
