@@ -467,7 +467,6 @@ rp_unsettled_add(const char *name, size_t namelen, RpLeaseKind kind, RpArg key,
 	return u;
 }
 
-/* A lease whose release was lost (rp_release_settle) joins the unsettled. */
 /*
  * Keep at most RP_MAX_UNSETTLED: the oldest go to the background worker.
  * Only at a transaction's end (rp_unsettled_release), never while a call
@@ -493,6 +492,7 @@ rp_unsettled_trim(void)
 	}
 }
 
+/* An acquire about to be sent, or a release lost (rp_release_settle). */
 static void
 rp_unsettled_push(RpLease *u)
 {
@@ -587,15 +587,14 @@ typedef struct RpSentRelease
 	RpLease    *leases[FLEXIBLE_ARRAY_MEMBER];
 } RpSentRelease;
 
-
 /*
  * The reply of a release sent at transaction end, read by a later call on
  * the connection (RpSettleFn: runs inside that call's exchange, never
  * throws).  Answered: done, whatever each count says (0: the lease was gone
- * already).  A Redis error (NOSCRIPT after a SCRIPT FLUSH) or no answer (the
- * connection went first): each lease still live is unsettled, released again
- * at the next transaction end or at backend exit, or by the background
- * worker as any other.
+ * already).  A Redis error or no answer (the connection went first): each
+ * lease still live is unsettled, released again at the end of the
+ * transaction that read the reply or at backend exit (then, unanswered, by
+ * the background worker).
  */
 static void
 rp_release_settle(void *arg, RpReply *reply)

@@ -29,10 +29,13 @@ extern void rp_orphans_shmem_startup(void);
 extern bool rp_orphans_handoff(const char *key, size_t keylen,
 							   const char *token, TimestampTz expires_at);
 
-/* The worker: it is the one to wake on a hand-off. */
-/* The queue-full WARNING still owed for refused hand-offs (never throws
- * but for the WARNING itself): at transaction end and exit. */
+/*
+ * The queue-full WARNING still owed for refused hand-offs (never throws
+ * but for the WARNING itself): at transaction end and exit.
+ */
 extern void rp_orphans_report(void);
+
+/* The worker: it is the one to wake on a hand-off. */
 extern void rp_orphans_set_worker(void);
 
 /*

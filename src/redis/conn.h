@@ -80,7 +80,8 @@ typedef void (*RpSettleFn) (void *arg, RpReply *reply);
 
 /*
  * rp_eval_quiet that does not wait for the reply: the script is sent
- * (EVALSHA) and settle gets its reply later (above).  True when it was sent;
+ * (as EVAL, its text: no NOSCRIPT to retry on) and settle gets its reply
+ * later (above).  True when it was sent;
  * false with *st when it could not be (settle is not called: its fate is
  * unknown), or when the connection cannot carry a reply owed
  * (rp_conn_can_defer is false: nothing was sent).

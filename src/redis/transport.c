@@ -13,8 +13,8 @@
  * its reply may still arrive and would be read as the answer to the next
  * command: a failure drops it at once, and rp_in_exchange makes the next
  * call drop one an interrupt left behind.  No hiredis reply is ever held
- * across a wait.  The socket is written in one place and read in one place
- * (rp_exchange).
+ * across a wait.  The socket is written in one place (rp_write_all) and
+ * read in one place (rp_read_one), for rp_exchange and rp_send_only.
  *
  * There is always at most one connection in use, rp_ctx with its wait set;
  * cluster.c parks the other nodes' connections and swaps them in, sentinel.c
@@ -94,15 +94,24 @@ static RpPending *rp_pending = NULL;	/* in TopMemoryContext */
 static int	rp_npending = 0;
 static int	rp_maxpending = 0;
 
+/* Take the oldest reply owed off the list (there is one). */
+static RpPending
+rp_pending_pop(void)
+{
+	RpPending	p = rp_pending[0];
+
+	memmove(rp_pending, rp_pending + 1, sizeof(RpPending) * --rp_npending);
+	return p;
+}
+
 /* Hand every owed reply's settle function NULL: the connection is gone. */
 static void
 rp_pending_lost(void)
 {
 	while (rp_npending > 0)
 	{
-		RpPending	p = rp_pending[0];
+		RpPending	p = rp_pending_pop();
 
-		memmove(rp_pending, rp_pending + 1, sizeof(RpPending) * --rp_npending);
 		p.settle(p.arg, NULL);
 	}
 }
@@ -734,8 +743,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 		reply = rp_take_reply(r);
 		if (rp_ctx == rp_fresh_ctx)
 			rp_fresh_ctx = NULL;
-		p = rp_pending[0];
-		memmove(rp_pending, rp_pending + 1, sizeof(RpPending) * --rp_npending);
+		p = rp_pending_pop();
 		p.settle(p.arg, reply);
 	}
 	for (int i = 0; i < ncmds; i++)
