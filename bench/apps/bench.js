@@ -4,7 +4,10 @@
 //
 // Groups; within a group every mode runs in every round, the order rotated
 // by one each round, at each client count; each client works on its own
-// account and key, so nothing queues on a lock:
+// account and key, so nothing queues on a lock.  Every statement with
+// parameters is named, on both sides: node-postgres prepares it once per
+// pooled connection, and PostgreSQL then runs its cached plan (the two
+// *_unnamed modes show what planning at every call costs):
 //
 //   lock     the lock cycle alone
 //     redlock_cycle    redlock.acquire + lock.release: two Redis round trips
@@ -20,11 +23,14 @@
 //                      COMMIT, on a table with the lock-bound guard
 //                      rp_fence_guard('fence_token', 'lock=account-{id}',
 //                      'xact'), which sets fence_token from the lease
-//     rp_one_stmt      ONE statement with parameters: WITH lease AS (SELECT *
-//                      FROM rp_acquire_xact($1, ...)) UPDATE ... FROM lease
+//     rp_one_stmt      ONE named statement with parameters: WITH lease AS
+//                      (SELECT * FROM rp_acquire_xact($1, ...)) UPDATE ...
+//                      FROM lease
 //     rp_one_trip_send, rp_one_stmt_send  the same two with
 //                      redis_primitives.release_at_commit = send: COMMIT
 //                      sends the release and does not wait for Redis
+//     rp_one_stmt_unnamed  rp_one_stmt unnamed: parsed and planned at every
+//                      call, as pool.query(text, values) does
 //     rp_four_trips    the slow way: a checked-out client, BEGIN; SELECT *
 //                      FROM rp_acquire_xact; UPDATE; COMMIT as four round trips
 //     update_only      the bare UPDATE on a table without a trigger: the floor
@@ -33,6 +39,7 @@
 //     rlf_admit        RateLimiterRedis.consume, then the query
 //     rp_admit         one round trip: rp_ratelimit in FROM, the query in a
 //                      LATERAL gated on it (OFFSET 0: not run when refused)
+//     rp_admit_unnamed the same statement unnamed
 //     query_only       the query alone: the floor
 //   refuse   the same for a hot key that is refused every time
 //     rlf_refuse       RateLimiterRedis.consume rejects (one Redis round trip)
@@ -56,8 +63,8 @@
 //                     granted (to another client) before they were issued.
 //
 // Prints JSON lines (one per mode, clients and round; cache counters; the
-// expiry runs); run.sh turns them into the report.  Knobs: ROUNDS (5),
-// SECONDS_PER_RUN (2), CLIENTS ("1 8"), EXPIRY_SECONDS (4), BENCH_GROUPS (all;
+// expiry runs); run.sh turns them into the report.  Knobs: ROUNDS (9),
+// SECONDS_PER_RUN (1), CLIENTS ("1 8"), EXPIRY_SECONDS (4), BENCH_GROUPS (all;
 // not GROUPS, which bash keeps for itself and never passes on).
 'use strict';
 const pg = require('pg');
@@ -65,8 +72,8 @@ const Redis = require('ioredis');
 const Redlock = require('redlock').default;
 const { RateLimiterRedis, RateLimiterRes } = require('rate-limiter-flexible');
 
-const ROUNDS = Number(process.env.ROUNDS || 5);
-const SECONDS = Number(process.env.SECONDS_PER_RUN || 2);
+const ROUNDS = Number(process.env.ROUNDS || 9);
+const SECONDS = Number(process.env.SECONDS_PER_RUN || 1);
 const CLIENTS = (process.env.CLIENTS || '1 8').split(' ').map(Number);
 const EXPIRY_SECONDS = Number(process.env.EXPIRY_SECONDS || 4);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -137,13 +144,28 @@ async function oneTrip(p, c) {
     COMMIT`);
   if (r[2].rowCount !== 1) throw new Error('not written');
 }
-async function oneStmt(p, c) {
-  const { rowCount } = await p.query(
-    `WITH lease AS (SELECT token FROM rp_acquire_xact($1, 5000))
+// Named (a prepared statement on each pooled connection: parsed and
+// planned once), unless unnamed is asked for: then planned at every call.
+const SECTION = `WITH lease AS (SELECT token FROM rp_acquire_xact($1, 5000))
      UPDATE bench_account_rp a SET balance = a.balance + 1
-     FROM lease WHERE a.id = $2 AND lease.token IS NOT NULL`, [`account-${c}`, c]);
+     FROM lease WHERE a.id = $2 AND lease.token IS NOT NULL`;
+async function oneStmt(p, c, unnamed) {
+  const { rowCount } = await p.query(unnamed ? SECTION : { name: 'rp_section', text: SECTION },
+    [`account-${c}`, c]);
   if (rowCount !== 1) throw new Error('not acquired');
 }
+// The statements every other mode sends, each named.
+const named = (name, text) => ({ name, text });
+const Q_QUERY = named('query', QUERY);
+const Q_ADMIT = named('rp_admit', FOLDED_ADMIT);
+const Q_HOT = named('rp_hot', FOLDED_HOT);
+const Q_ACQUIRE = named('rp_acquire', 'SELECT token FROM rp_acquire($1, 5000)');
+const Q_RELEASE = named('rp_release', 'SELECT rp_release($1, $2) AS ok');
+const Q_ACQUIRE_XACT = named('rp_acquire_xact', 'SELECT token FROM rp_acquire_xact($1, 5000)');
+const Q_UPDATE_RP = named('rp_update', 'UPDATE bench_account_rp SET balance = balance + 1 WHERE id = $1');
+const Q_UPDATE = named('update', 'UPDATE bench_account SET balance = balance + 1 WHERE id = $1');
+const Q_UPDATE_FENCED = named('update_fenced',
+  'UPDATE bench_account SET balance = balance + 1, fence_token = $2 WHERE id = $1 AND fence_token <= $2');
 
 const modes = {
   // lock: the cycle alone
@@ -153,9 +175,9 @@ const modes = {
   },
   async rp_cycle(c) {
     const name = `cycle-${c}`;
-    const { rows: [l] } = await pool.query('SELECT token FROM rp_acquire($1, 5000)', [name]);
+    const { rows: [l] } = await pool.query(Q_ACQUIRE, [name]);
     if (l.token === null) throw new Error('not acquired');
-    const { rows: [r] } = await pool.query('SELECT rp_release($1, $2) AS ok', [name, l.token]);
+    const { rows: [r] } = await pool.query(Q_RELEASE, [name, l.token]);
     if (!r.ok) throw new Error('not released');
   },
   // section: the whole fenced critical section
@@ -163,8 +185,7 @@ const modes = {
     const lock = await redlock.acquire([`locks:account-${c}`], 5000);
     try {
       const t = await redis.incr(`fence:account-${c}`);
-      const r = await pool.query(
-        'UPDATE bench_account SET balance = balance + 1, fence_token = $2 WHERE id = $1 AND fence_token <= $2', [c, t]);
+      const r = await pool.query(Q_UPDATE_FENCED, [c, t]);
       if (r.rowCount !== 1) throw new Error('fenced out');
     } finally {
       await lock.release();
@@ -172,15 +193,16 @@ const modes = {
   },
   async rp_one_trip(c) { await oneTrip(pool, c); },
   async rp_one_stmt(c) { await oneStmt(pool, c); },
+  async rp_one_stmt_unnamed(c) { await oneStmt(pool, c, true); },
   async rp_one_trip_send(c) { await oneTrip(poolSend, c); },
   async rp_one_stmt_send(c) { await oneStmt(poolSend, c); },
   async rp_four_trips(c) {
     const client = await pool.connect();
     try {
       await client.query('BEGIN');
-      const { rows: [l] } = await client.query('SELECT token FROM rp_acquire_xact($1, 5000)', [`account-${c}`]);
+      const { rows: [l] } = await client.query(Q_ACQUIRE_XACT, [`account-${c}`]);
       if (l.token === null) throw new Error('not acquired');
-      await client.query('UPDATE bench_account_rp SET balance = balance + 1 WHERE id = $1', [c]);
+      await client.query(Q_UPDATE_RP, [c]);
       await client.query('COMMIT');
     } catch (e) {
       await client.query('ROLLBACK').catch(() => {});
@@ -190,23 +212,27 @@ const modes = {
     }
   },
   async update_only(c) {
-    await pool.query('UPDATE bench_account SET balance = balance + 1 WHERE id = $1', [c]);
+    await pool.query(Q_UPDATE, [c]);
   },
   // admit: rate limit an admitted key, then the request's query
   async rlf_admit(c) {
     await rlfAdmit.consume(`user-${c}`);
-    await pool.query(QUERY, [c]);
+    await pool.query(Q_QUERY, [c]);
   },
   async rp_admit(c) {
+    const { rows: [r] } = await pool.query(Q_ADMIT, [`user-${c}`, c]);
+    if (!r.allowed || r.balance === null) throw new Error('refused');
+  },
+  async rp_admit_unnamed(c) {
     const { rows: [r] } = await pool.query(FOLDED_ADMIT, [`user-${c}`, c]);
     if (!r.allowed || r.balance === null) throw new Error('refused');
   },
-  async query_only(c) { await pool.query(QUERY, [c]); },
+  async query_only(c) { await pool.query(Q_QUERY, [c]); },
   // refuse: a hot key, refused every time
   async rlf_refuse(c) { await refusedBy(rlfHot, `hot-${c}`); },
   async rlf_refuse_memory(c) { await refusedBy(rlfHotMemory, `hot-${c}`); },
   async rp_refuse(c) {
-    const { rows: [r] } = await pool.query(FOLDED_HOT, [`hot-${c}`, c]);
+    const { rows: [r] } = await pool.query(Q_HOT, [`hot-${c}`, c]);
     if (r.allowed || r.balance !== null) throw new Error('admitted');
   },
   // floor: one round trip, no work
@@ -217,8 +243,8 @@ const modes = {
 const GROUPS = {
   lock: ['redlock_cycle', 'rp_cycle'],
   section: ['redlock_section', 'rp_one_trip', 'rp_one_stmt', 'rp_one_trip_send',
-    'rp_one_stmt_send', 'rp_four_trips', 'update_only'],
-  admit: ['rlf_admit', 'rp_admit', 'query_only'],
+    'rp_one_stmt_send', 'rp_one_stmt_unnamed', 'rp_four_trips', 'update_only'],
+  admit: ['rlf_admit', 'rp_admit', 'rp_admit_unnamed', 'query_only'],
   refuse: ['rlf_refuse', 'rlf_refuse_memory', 'rp_refuse'],
   floor: ['pg_select1', 'redis_ping'],
 };

@@ -25,13 +25,15 @@ MODES = {
     "rp_cycle": ("rp_acquire, then rp_release(name, token)", "2 PG (+2 PG→Redis)", "rp_acquire + rp_release"),
     "redlock_section": ("node-redlock + INCR fence + UPDATE … WHERE fence_token <= $t + release", "3 Redis + 1 PG", "node-redlock + INCR + UPDATE"),
     "rp_one_trip": ("BEGIN; rp_acquire_xact; UPDATE; COMMIT as one string (lock-bound guard)", "1 PG (+2 PG→Redis)", "rp: one string (BEGIN … COMMIT)"),
-    "rp_one_stmt": ("WITH lease AS (rp_acquire_xact) UPDATE … FROM lease, one statement", "1 PG (+2 PG→Redis)", "rp: one statement (WITH lease)"),
+    "rp_one_stmt": ("WITH lease AS (rp_acquire_xact) UPDATE … FROM lease, one named statement", "1 PG (+2 PG→Redis)", "rp: one statement (WITH lease)"),
     "rp_one_trip_send": ("the one string, `release_at_commit = send`", "1 PG (+1½ PG→Redis)", "rp: one string, release sent"),
-    "rp_one_stmt_send": ("the one statement, `release_at_commit = send`", "1 PG (+1½ PG→Redis)", "rp: one statement, release sent"),
+    "rp_one_stmt_send": ("the one named statement, `release_at_commit = send`", "1 PG (+1½ PG→Redis)", "rp: one statement, release sent"),
+    "rp_one_stmt_unnamed": ("the one statement unnamed: planned at every call", "1 PG (+2 PG→Redis)", "rp: one statement, unnamed"),
     "rp_four_trips": ("the slow way: BEGIN, rp_acquire_xact, UPDATE, COMMIT as four queries", "4 PG (+2 PG→Redis)", "rp: four round trips (slow way)"),
     "update_only": ("the UPDATE alone, no lock, no trigger (the floor)", "1 PG", "UPDATE alone (floor)"),
     "rlf_admit": ("rate-limiter-flexible consume, then the query", "1 Redis + 1 PG", "rate-limiter-flexible + query"),
-    "rp_admit": ("rp_ratelimit in FROM, the query gated on it: one statement", "1 PG (+1 PG→Redis)", "rp_ratelimit folded"),
+    "rp_admit": ("rp_ratelimit in FROM, the query gated on it: one named statement", "1 PG (+1 PG→Redis)", "rp_ratelimit folded"),
+    "rp_admit_unnamed": ("the same statement unnamed: planned at every call", "1 PG (+1 PG→Redis)", "rp_ratelimit folded, unnamed"),
     "query_only": ("the query alone (the floor)", "1 PG", "query alone (floor)"),
     "rlf_refuse": ("rate-limiter-flexible consume, refused", "1 Redis", "rate-limiter-flexible"),
     "rlf_refuse_memory": ("rate-limiter-flexible with inMemoryBlockOnConsumed, refused", "none", "RLF inMemoryBlockOnConsumed"),
@@ -63,6 +65,44 @@ GROUPS = [
      "which costs nothing at all — but only for the process that saw the refusal."),
     ("floor", None, "Floors: one round trip, no work", ""),
 ]
+
+# The goals, in time per request (the base's throughput over the mode's,
+# within a round: the same clients, so time scales as 1 / throughput):
+# (mode, base, base's name, goal at 1 client, goal at 8 clients).
+GOALS = [
+    ("rp_one_stmt", "redlock_section", "node-redlock + INCR + UPDATE", 0.7, 0.8),
+    ("rp_one_stmt_send", "redlock_section", "node-redlock + INCR + UPDATE", 0.7, 0.8),
+    ("rp_one_trip", "redlock_section", "node-redlock + INCR + UPDATE", 0.7, 0.8),
+    ("rp_one_trip_send", "redlock_section", "node-redlock + INCR + UPDATE", 0.7, 0.8),
+    ("rp_one_stmt", "update_only", "the bare UPDATE", 1.4, 1.4),
+    ("rp_one_stmt_send", "update_only", "the bare UPDATE", 1.4, 1.4),
+    ("rp_admit", "rlf_admit", "rate-limiter-flexible + query", 1.0, 1.0),
+    ("rp_refuse", "rlf_refuse", "rate-limiter-flexible, refused", 1.0, 1.0),
+]
+
+
+def goals(rounds):
+    """The goals table: median over rounds of base ops/s ÷ mode ops/s."""
+    o = ["## Against the goals", "",
+         "Time per request of the extension's form ÷ the other's, at the same number of clients "
+         "(the inverse of the throughput ratio, taken per round, median): below 1, the extension's "
+         "request took less time.", "",
+         "| form | against | clients | time ratio | goal | met |",
+         "| --- | --- | ---: | ---: | ---: | --- |"]
+    for mode, base, base_name, g1, g8 in GOALS:
+        for c, goal in ((1, g1), (8, g8)):
+            ratios = []
+            for r in rounds:
+                if r["mode"] != mode or r["clients"] != c or not r["ops_s"]:
+                    continue
+                b = [x for x in rounds if x["mode"] == base and x["clients"] == c and x["round"] == r["round"]]
+                if b:
+                    ratios.append(b[0]["ops_s"] / r["ops_s"])
+            if ratios:
+                m = med(ratios)
+                o.append(f"| {MODES[mode][2]} | {base_name} | {c} | {m:.2f} | ≤ {goal} | "
+                         f"{'yes' if m <= goal else 'no'} |")
+    return o + [""] if len(o) > 6 else []
 
 
 def med(v):
@@ -127,6 +167,7 @@ def main():
           "round: above 1, the extension's form did more requests per second. Round trips: from the "
           "client, and in brackets those the PostgreSQL backend makes to Redis itself.", ""]
     nrounds = len({r["round"] for r in rounds})
+    o += goals(rounds)
     for key, base, title, text in GROUPS:
         g = [r for r in rounds if r["group"] == key]
         if not g:

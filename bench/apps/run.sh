@@ -6,7 +6,7 @@
 # Starts a throwaway PostgreSQL and Redis (scripts/lib.sh), `npm ci`s the
 # committed package-lock.json into the temporary folder, runs bench.js once
 # and writes the report (report.py) with one SVG chart per table beside it.
-# Knobs: ROUNDS (5), SECONDS_PER_RUN (2), CLIENTS ("1 8"), EXPIRY_SECONDS
+# Knobs: ROUNDS (9), SECONDS_PER_RUN (1), CLIENTS ("1 8"), EXPIRY_SECONDS
 # (4, 0: skip), BENCH_GROUPS ("lock section admit refuse floor"), RESULTS (the
 # report, default bench/apps/results.md).  QUICK=1: ROUNDS=2,
 # SECONDS_PER_RUN=1, EXPIRY_SECONDS=2 -- a smoke check that it runs.
