@@ -41,7 +41,8 @@ def handle(user):
         if _conn is None or _conn.closed:
             _conn = psycopg.connect(autocommit=True, row_factory=namedtuple_row,
                                     options="-c statement_timeout=5000")
-        return _conn.execute(HANDLE, (f"api:{user}", LIMIT, WINDOW_MS, user)).fetchone()
+        # prepare=True: planned once per connection, not at every request.
+        return _conn.execute(HANDLE, (f"api:{user}", LIMIT, WINDOW_MS, user), prepare=True).fetchone()
 
 
 class Handler(http.server.BaseHTTPRequestHandler):

@@ -8,13 +8,19 @@ transaction holding a live lease on 'py-account-N' (else RP004) and sets
 fence_token from that lease: the writer passes no token, and a write without
 a lease is refused.  So lease, write, commit and release go in one message:
 
-  deposit()                one multi-statement string, no parameters (psycopg
+  deposit()                the fast form: one statement with parameters,
+                           prepared: WITH lease AS (rp_acquire_xact(%s, ...))
+                           UPDATE ... FROM lease; zero rows: not acquired.
+                           psycopg prepares a statement by itself once it has
+                           run prepare_threshold (5) times on a connection;
+                           prepare=True does it from the first run.  Prepared, PostgreSQL runs its cached
+                           plan instead of planning it at every call.
+  deposit_string()         one multi-statement string, no parameters (psycopg
                            sends it as one simple query): BEGIN; SELECT token,
-                           fence FROM rp_acquire_xact(...); UPDATE ...; COMMIT.
+                           fence FROM rp_acquire_xact(...); UPDATE ...; COMMIT,
+                           for a transaction that needs more than one statement
+                           or a pool that cannot keep prepared statements.
                            Literals through psycopg.sql.Literal.
-  deposit_one_statement()  one statement with parameters: WITH lease AS
-                           (rp_acquire_xact(%s, ...)) UPDATE ... FROM lease;
-                           zero rows: not acquired.
 
 What not to do: `with conn.transaction():` around SELECT * FROM
 rp_acquire_xact(...) and the UPDATE as separate execute() calls -- correct,
@@ -47,9 +53,25 @@ def setup(conn):
         COMMIT""")
 
 
+DEPOSIT_ONE = """WITH lease AS (SELECT token, fence FROM rp_acquire_xact(%s, 5000, %s))
+    UPDATE example_account_py a SET balance = a.balance + %s
+    FROM lease WHERE a.id = %s AND lease.token IS NOT NULL
+    RETURNING lease.fence, a.fence_token"""
+
+
 def deposit(conn, account_id, amount, wait_ms=10000):
-    """One round trip.  The fence the write carries, or None when the lease
-    was not had (the guard refused the UPDATE: RP004)."""
+    """One round trip, one prepared statement.  The fence the write carries,
+    or None when the lease was not had (zero rows: nothing written)."""
+    row = conn.execute(DEPOSIT_ONE, (f"py-account-{account_id}", int(wait_ms), amount, account_id),
+                       prepare=True).fetchone()
+    if row is None:
+        return None
+    return row[0] if row[0] == row[1] else "mismatch"
+
+
+def deposit_string(conn, account_id, amount, wait_ms=10000):
+    """The same as one string of four statements.  The fence, or None when
+    the lease was not had (the guard refused the UPDATE: RP004)."""
     q = DEPOSIT.format(name=sql.Literal(f"py-account-{account_id}"), wait=sql.Literal(int(wait_ms)),
                        amount=sql.Literal(int(amount)), id=sql.Literal(int(account_id)))
     try:
@@ -68,26 +90,20 @@ def deposit(conn, account_id, amount, wait_ms=10000):
     return lease[1] if written[0] == lease[1] else "mismatch"
 
 
-def deposit_one_statement(conn, account_id, amount):
-    row = conn.execute("""WITH lease AS (SELECT token, fence FROM rp_acquire_xact(%s, 5000, 10000))
-        UPDATE example_account_py a SET balance = a.balance + %s
-        FROM lease WHERE a.id = %s AND lease.token IS NOT NULL
-        RETURNING lease.fence, a.fence_token""", (f"py-account-{account_id}", amount, account_id)).fetchone()
-    if row is None:                      # zero rows: not acquired
-        return None
-    return row[0] if row[0] == row[1] else "mismatch"
-
-
 def main():
     with psycopg.connect(autocommit=True) as conn:
         setup(conn)
     fences = []
+    prepared = []
 
     def worker(w):
         with psycopg.connect(autocommit=True, options="-c statement_timeout=15000") as conn:
             for i in range(12):
-                fn = deposit if w % 2 else deposit_one_statement
+                fn = deposit_string if w % 2 else deposit
                 fences.append(fn(conn, 1 + (w + i) % 3, 1))
+            if fn is deposit:            # the statement this connection prepared
+                prepared.append(conn.execute("SELECT count(*) FROM pg_prepared_statements "
+                                             "WHERE statement LIKE 'WITH lease AS%'").fetchone()[0])
 
     threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
     for t in threads:
@@ -102,6 +118,7 @@ def main():
         print("balance_total", total)
         print("rows_fenced", str(fenced).lower())
         print("fence_is_the_lease", str("mismatch" not in fences).lower())
+        print("deposit_prepared_on", sum(1 for n in prepared if n == 1))
 
         # Another holder has account 2: a deposit that will not wait is
         # refused, writes nothing, and the connection goes on working.
@@ -111,6 +128,7 @@ def main():
                 raise RuntimeError("the holder did not get py-account-2")
             before = conn.execute("SELECT balance FROM example_account_py WHERE id = 2").fetchone()[0]
             print("busy_deposit", deposit(conn, 2, 1, wait_ms=0))
+            print("busy_deposit_string", deposit_string(conn, 2, 1, wait_ms=0))
             after = conn.execute("SELECT balance FROM example_account_py WHERE id = 2").fetchone()[0]
             print("busy_balance_unchanged", str(before == after).lower())
 

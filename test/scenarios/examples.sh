@@ -9,7 +9,7 @@
 # into a copy of examples/node under $RP_TMP (npm's cache makes repeats fast).
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 78
+plan 82
 export PGDATABASE=$RP_DB
 ex=$RP_ROOT/examples
 PY=/usr/bin/python3   # Debian's, which has python3-psycopg
@@ -43,8 +43,16 @@ for lang in node python; do
 	is "$(v $lang-worker balance_total)" "$a" "$lang worker: no increment lost under concurrency"
 	is "$(v $lang-worker rows_fenced)" "true" "$lang worker: every row carries a fence token"
 	is "$(v $lang-worker fence_is_the_lease)" "true" "$lang worker: each one-trip write landed with its own lease's fence"
+	n=$(v $lang-worker deposit_prepared_on)
+	if [ $lang = node ]; then
+		cmp_ok "${n:-0}" -ge 1 "node worker: deposit() is a named statement, kept prepared on $n pooled connection(s)"
+	else
+		is "${n:-0}" 2 "python worker: deposit() is prepared on both connections that ran it"
+	fi
 	is "$(v $lang-worker busy_deposit)" "$([ $lang = node ] && echo null || echo None)" \
-		"$lang worker: a one-trip deposit on a lease held elsewhere is refused (the guard, RP004)"
+		"$lang worker: a deposit on a lease held elsewhere, not waiting, returns no fence (zero rows)"
+	is "$(v $lang-worker busy_deposit_string)" "$([ $lang = node ] && echo null || echo None)" \
+		"$lang worker: the same as one string is refused by the guard (RP004)"
 	is "$(v $lang-worker busy_balance_unchanged)" "true" "$lang worker: ... and wrote nothing; the connection works on"
 	is "$(v $lang-worker stale_write)" "RP004" "$lang worker: the lock-bound guard refuses a write without a live lease (RP004)"
 	# The API handler.
