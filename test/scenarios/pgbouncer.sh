@@ -6,15 +6,16 @@
 # lease (rp_acquire) left by one client is inherited by the next one, which
 # can list it and release it.  So for a transaction-pooled role the
 # administrator sets redis_primitives.session_leases = off and rp_acquire
-# fails loudly; rp_acquire_xact inside a transaction, with the fence guard,
-# works unchanged.  Session pooling keeps the backend alive when the client
+# (and rp_semaphore_acquire, whose permit the session holds too) fails
+# loudly; rp_acquire_xact inside a transaction, with the fence guard, works
+# unchanged.  Session pooling keeps the backend alive when the client
 # disconnects, so backend-exit release does not happen; server_reset_query =
 # DISCARD ALL (PgBouncer's default) releases the session's leases instead.
 # Each pool has one server connection, so "the next client" provably gets the
 # same backend.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 16
+plan 20
 
 command -v pgbouncer >/dev/null || { echo "not ok 1 - pgbouncer is not installed (RP_PACKAGES)"; exit 1; }
 
@@ -101,6 +102,20 @@ ok $(echo "$out" | grep -q 'session leases are disabled' && echo "$out" | grep -
 is "$(held pgb-s)" "f" "... and took nothing in Redis"
 is "$(bq pooled txn "SELECT rp_release('pgb-s', '$tok')")" "f" \
 	"rp_release(name, token) through the pool answers for the token alone (already released: false)"
+# A semaphore's permit is the session's as a lease is: the same hazard, the
+# same refusal.
+stok=$(bq naive txn "SELECT token FROM rp_semaphore_acquire('pgb-sem', 2, 60000)")
+is "$(bq naive txn "SELECT count(*) FROM rp_leases() WHERE token = '$stok'")" "1" \
+	"naive: a later client holds the session permit an earlier client took"
+bq naive txn "SELECT rp_release_all()" >/dev/null
+out=$(psql -X -At -q -h 127.0.0.1 -p "$bport" -U pooled -d txn -c "SELECT rp_semaphore_acquire('pgb-sem', 2, 60000)" 2>&1)
+ok $(echo "$out" | grep -q 'session permits are disabled' && echo "$out" | grep -q 'HINT:.*rp_semaphore_acquire_xact'; echo $?) \
+	"session_leases = off for the pooled role: rp_semaphore_acquire fails with an error and a hint"
+is "$(q "SELECT in_use FROM rp_semaphore_info('pgb-sem')")" "0" "... and took no permit in Redis"
+out=$(bq pooled txn "BEGIN" "SELECT fence > 0 FROM rp_semaphore_acquire_xact('pgb-sem', 2, 30000)" \
+      "SELECT in_use FROM rp_semaphore_info('pgb-sem')" "COMMIT")
+is "$(echo $out) $(q "SELECT in_use FROM rp_semaphore_info('pgb-sem')")" "t 1 0" \
+	"rp_semaphore_acquire_xact through the pool holds a permit for its transaction, released at COMMIT"
 
 # ---- session pooling ------------------------------------------------------
 # A client disconnects without releasing; the server connection lives on.

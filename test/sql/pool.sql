@@ -20,6 +20,11 @@ BEGIN;
 SELECT name, fence > 0 AS has_fence FROM rp_acquire_xact('pool-xact', 10000);
 COMMIT;
 SELECT held FROM rp_lock_info('pool-xact');
+-- So are rp_acquire_all and rp_semaphore_acquire, whose leases and permit the
+-- session would hold too: each hint names the _xact form that works.
+SELECT rp_acquire_all(ARRAY['pool-refused', 'pool-refused-2'], 10000);
+SELECT rp_semaphore_acquire('pool-refused-sem', 2, 10000);
+SELECT in_use, last_fence FROM rp_semaphore_info('pool-refused-sem');
 RESET redis_primitives.session_leases;
 
 -- DISCARD ALL (PgBouncer's server_reset_query) ends the session's state, so
