@@ -2,8 +2,8 @@
  *
  * pool.c
  *		Connection pools (PgBouncer, application pools): the setting that
- *		refuses session leases for a pooled role and the warning when
- *		rp_release(name) finds nothing.  DISCARD ALL releasing this
+ *		refuses session leases and session semaphore permits for a pooled
+ *		role and the warning when rp_release(name) finds nothing.  DISCARD ALL releasing this
  *		session's leases, as it releases advisory locks, is module.c's
  *		ProcessUtility hook calling rp_lease_discard_all (lease.c).
  *
@@ -24,11 +24,28 @@
 
 static bool rp_session_leases = true;
 
+/*
+ * Every SQL function whose lease or permit belongs to the database session
+ * (rp_acquire, rp_acquire_all, rp_semaphore_acquire) calls this first, before
+ * anything is sent to Redis: refused, it leaves nothing behind.  Leadership
+ * (rp_campaign) is not checked: it belongs to a node_id, not to a session.
+ */
 void
-rp_pool_check_session_acquire(const char *name, size_t namelen)
+rp_pool_check_session_acquire(RpSessionAcquire what, const char *name, size_t namelen)
 {
 	if (rp_session_leases)
 		return;
+	if (what == RP_SESSION_PERMIT)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("session permits are disabled for this session"),
+				 errdetail("redis_primitives.session_leases is off, as set for connections "
+						   "that reach PostgreSQL through a transaction-pooling connection pool, "
+						   "where the next client handed this backend would inherit a session permit "
+						   "of semaphore \"%s\".",
+						   pnstrdup(name, namelen)),
+				 errhint("Take the permit with rp_semaphore_acquire_xact inside a transaction, "
+						 "or hold one connection for the whole permit without transaction pooling.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("session leases are disabled for this session"),
@@ -36,6 +53,9 @@ rp_pool_check_session_acquire(const char *name, size_t namelen)
 					   "that reach PostgreSQL through a transaction-pooling connection pool, "
 					   "where the next client handed this backend would inherit a session lease on \"%s\".",
 					   pnstrdup(name, namelen)),
+			 what == RP_SESSION_LOCK_ALL ?
+			 errhint("Take the leases with rp_acquire_all_xact inside a transaction, "
+					 "or hold one connection for as long as they are held, without transaction pooling.") :
 			 errhint("Take the lease with rp_acquire_xact inside a transaction, "
 					 "or hold one connection for the whole lease without transaction pooling.")));
 }
@@ -56,11 +76,14 @@ void
 rp_pool_init(void)
 {
 	DefineCustomBoolVariable("redis_primitives.session_leases",
-							 "Allows rp_acquire, whose lease belongs to the database session.",
+							 "Allows rp_acquire, rp_acquire_all and rp_semaphore_acquire, whose lease "
+							 "or permit belongs to the database session.",
 							 "Set it off for the role that connects through a transaction-pooling "
-							 "connection pool (ALTER ROLE ... SET): there a session lease would pass "
-							 "to whichever client the pool hands the backend to next, so rp_acquire "
-							 "fails instead.  rp_acquire_xact is unaffected.",
+							 "connection pool (ALTER ROLE ... SET): there a session lease or permit "
+							 "would pass to whichever client the pool hands the backend to next, so "
+							 "rp_acquire, rp_acquire_all and rp_semaphore_acquire fail instead.  "
+							 "rp_acquire_xact, rp_acquire_all_xact and rp_semaphore_acquire_xact are "
+							 "unaffected.",
 							 &rp_session_leases, true, PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 }

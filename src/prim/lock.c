@@ -239,7 +239,7 @@ rp_acquire_common(FunctionCallInfo fcinfo, bool xact)
 		verify = PG_GETARG_BOOL(4);
 	}
 	if (!xact)
-		rp_pool_check_session_acquire(name, namelen);	/* pool.c */
+		rp_pool_check_session_acquire(RP_SESSION_LOCK, name, namelen);	/* pool.c */
 	rp_retry_start(&retry, start, wait_ms, 250);
 
 	rp_lease_setup();
@@ -538,7 +538,7 @@ rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
 								pnstrdup(name[i], len[i])),
 						 errdetail("Each name is one lease; rp_acquire_all takes each name once.")));
 		if (!xact)
-			rp_pool_check_session_acquire(name[i], len[i]);	/* pool.c */
+			rp_pool_check_session_acquire(RP_SESSION_LOCK_ALL, name[i], len[i]);	/* pool.c */
 	}
 	rp_retry_start(&retry, start, wait_ms, 250);
 

@@ -32,6 +32,7 @@
 #include "conn.h"
 #include "fence_commit.h"		/* rp_lease_margin_ms */
 #include "lease.h"
+#include "pool.h"
 #include "retry.h"
 #include "rp_scripts.h"
 #include "semaphore.h"
@@ -182,6 +183,9 @@ rp_semaphore_acquire_common(FunctionCallInfo fcinfo, bool xact)
 				 errmsg("permits must be between 1 and %d, got %d",
 						RP_SEM_MAX_PERMITS, permits)));
 
+	/* A session permit behind a transaction pool: refused, nothing sent. */
+	if (!xact)
+		rp_pool_check_session_acquire(RP_SESSION_PERMIT, name, namelen);	/* pool.c */
 	rp_lease_setup();
 	l = rp_lease_reenter(name, namelen, RP_LEASE_PERMIT, start, ttl_ms, rp_lease_margin_ms);
 	if (l != NULL)
