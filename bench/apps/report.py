@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """bench/apps/report.py -- turn bench.js's JSON lines into the report.
 
-    bench/apps/report.py RUN.jsonl OUT.md [LOAD_AT_START]
+    bench/apps/report.py RUN.jsonl OUT.md [LOAD_AT_START [LOAD_AT_END]]
+
+(LOAD_AT_END: the load average now, unless given, as a test gives it.)
 
 Only reads and formats.  Every ratio is between two modes of the same round
 (same clients), and what the tables show is the median over rounds of those
@@ -155,7 +157,7 @@ def main():
     rows = [json.loads(line) for line in open(src) if line.startswith("{")]
     rounds = [r for r in rows if r["kind"] == "round"]
     cores = os.cpu_count()
-    load_end = os.getloadavg()[0]
+    load_end = float(sys.argv[4]) if len(sys.argv) > 4 else os.getloadavg()[0]
     heavy = max(load_end, float(load_start) if load_start.replace(".", "", 1).isdigit() else 0) > cores
     o = ["# bench/apps: results of one run", ""]
     if heavy:
