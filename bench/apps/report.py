@@ -83,6 +83,13 @@ GOALS = [
 ]
 
 
+def base_ops(rounds, base, clients, rnd):
+    """The base's ops/s in that round at that client count; None when it
+    did not run or completed no request (its ratio then says nothing)."""
+    b = [x for x in rounds if x["mode"] == base and x["clients"] == clients and x["round"] == rnd]
+    return b[0]["ops_s"] if b and b[0]["ops_s"] else None
+
+
 def goals(rounds, judged):
     """The goals table: median over rounds of base ops/s ÷ mode ops/s.
     judged: False for a run under load, whose ratios judge nothing."""
@@ -101,9 +108,9 @@ def goals(rounds, judged):
             # the goal; a mode that completed none took forever.
             ratios = []
             for r in mine:
-                b = [x for x in rounds if x["mode"] == base and x["clients"] == c and x["round"] == r["round"]]
-                if b and b[0]["ops_s"]:
-                    ratios.append(b[0]["ops_s"] / r["ops_s"] if r["ops_s"] else float("inf"))
+                b = base_ops(rounds, base, c, r["round"])
+                if b:
+                    ratios.append(b / r["ops_s"] if r["ops_s"] else float("inf"))
             m = med(ratios)
             shown = f"{m:.2f}" if m is not None and m != float("inf") else "–"
             # Failed requests on either side make the ratio a comparison of
@@ -200,9 +207,9 @@ def main():
                 ratios = []
                 if base and mode != base:
                     for r in mine:
-                        b = [x for x in g if x["mode"] == base and x["clients"] == c and x["round"] == r["round"]]
-                        if b and b[0]["ops_s"]:
-                            ratios.append(r["ops_s"] / b[0]["ops_s"])
+                        b = base_ops(g, base, c, r["round"])
+                        if b:
+                            ratios.append(r["ops_s"] / b)
                 p50 = med([r["p50"] for r in mine])
                 series.setdefault(MODES[mode][2], {})[c] = p50
                 o.append(f"| {MODES[mode][0]} | {MODES[mode][1]} | {c} | {fmt(med([r['ops_s'] for r in mine]))} | "
