@@ -144,18 +144,18 @@ async function oneTrip(p, c) {
     COMMIT`);
   if (r[2].rowCount !== 1) throw new Error('not written');
 }
-// Named (a prepared statement on each pooled connection: parsed and
-// planned once), unless unnamed is asked for: then planned at every call.
+// A named statement: prepared on each pooled connection, parsed and planned
+// once.  Every mode sends these; the *_unnamed modes send the text alone,
+// planned at every call.
+const named = (name, text) => ({ name, text });
 const SECTION = `WITH lease AS (SELECT token FROM rp_acquire_xact($1, 5000))
      UPDATE bench_account_rp a SET balance = a.balance + 1
      FROM lease WHERE a.id = $2 AND lease.token IS NOT NULL`;
+const Q_SECTION = named('rp_section', SECTION);
 async function oneStmt(p, c, unnamed) {
-  const { rowCount } = await p.query(unnamed ? SECTION : { name: 'rp_section', text: SECTION },
-    [`account-${c}`, c]);
+  const { rowCount } = await p.query(unnamed ? SECTION : Q_SECTION, [`account-${c}`, c]);
   if (rowCount !== 1) throw new Error('not acquired');
 }
-// The statements every other mode sends, each named.
-const named = (name, text) => ({ name, text });
 const Q_QUERY = named('query', QUERY);
 const Q_ADMIT = named('rp_admit', FOLDED_ADMIT);
 const Q_HOT = named('rp_hot', FOLDED_HOT);
