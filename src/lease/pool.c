@@ -3,9 +3,10 @@
  * pool.c
  *		Connection pools (PgBouncer, application pools): the setting that
  *		refuses session leases and session semaphore permits for a pooled
- *		role and the warning when rp_release(name) finds nothing.  DISCARD ALL releasing this
- *		session's leases, as it releases advisory locks, is module.c's
- *		ProcessUtility hook calling rp_lease_discard_all (lease.c).
+ *		role and the warning when rp_release(name) finds nothing.  DISCARD
+ *		ALL releasing this session's leases, as it releases advisory locks,
+ *		is module.c's ProcessUtility hook calling rp_lease_discard_all
+ *		(lease.c).
  *
  * Before editing, know this: behind a pool the backend is not the client.
  * Session state (the lease registry) outlives the client that made it and is
