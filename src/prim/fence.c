@@ -186,14 +186,28 @@ rp_live_fence(RpGuard *g, Relation rel, const char *name)
 							   "This transaction took no lease on the lock the row is bound to (the guard's 'xact' option)." :
 							   "This session holds no lease on the lock the row is bound to."),
 					 errhint("Take it first: rp_acquire('%s', ttl_ms).", name)));
-		if (TimestampTzPlusMilliseconds(expires_at, -(int64) rp_lease_margin_ms) <= now)
+		if (expires_at <= now)
 			ereport(ERROR,
 					(errcode(ERRCODE_RP_NO_LEASE),
 					 errmsg("lease on \"%s\" has expired for a write to table \"%s\"",
 							name, RelationGetRelationName(rel)),
-					 errdetail("The lease with fence token " INT64_FORMAT " ran out at %s (redis_primitives.lease_margin is %d ms).",
-							   fence, timestamptz_to_str(expires_at), rp_lease_margin_ms),
+					 errdetail("The lease with fence token " INT64_FORMAT " ran out at %s.",
+							   fence, timestamptz_to_str(expires_at)),
 					 errhint("Another holder may have the lock now.  Acquire it again and redo the work from a fresh read.")));
+		/*
+		 * Still live, but within the margin of its end: said apart, since a
+		 * lease taken with a TTL at or below the margin lands here on every
+		 * write, and "another holder may have it" would send its user
+		 * looking for a rival that does not exist.
+		 */
+		if (TimestampTzPlusMilliseconds(expires_at, -(int64) rp_lease_margin_ms) <= now)
+			ereport(ERROR,
+					(errcode(ERRCODE_RP_NO_LEASE),
+					 errmsg("lease on \"%s\" is too close to its end for a write to table \"%s\"",
+							name, RelationGetRelationName(rel)),
+					 errdetail("The lease with fence token " INT64_FORMAT " runs out at %s, less than redis_primitives.lease_margin (%d ms) from now.",
+							   fence, timestamptz_to_str(expires_at), rp_lease_margin_ms),
+					 errhint("Extend it with rp_extend before writing, or take it with a TTL well above lease_margin plus the time the work takes.")));
 		rp_commit_remember(false, name, fence);
 		return fence;
 	}

@@ -9,7 +9,7 @@
 -- session or server; test/isolation/specs/fence_bound_race.spec races real
 -- sessions.
 BEGIN;
-SELECT plan(55);
+SELECT plan(56);
 
 SET LOCAL redis_primitives.lease_margin = 50;
 
@@ -132,8 +132,22 @@ SELECT throws_ok($$UPDATE acct SET balance = 70 WHERE id = 1$$, 'RP004',
 -- acquire and the write that must be accepted.)
 SELECT lives_ok($$SELECT rp_acquire('acct-1', 10000)$$, 'a fresh 10 s lease');
 SET LOCAL redis_primitives.lease_margin = 20000;
-SELECT throws_ok($$UPDATE acct SET balance = 71 WHERE id = 1$$, 'RP004', NULL,
+-- Said apart from an expired lease: a TTL at or below the margin refuses
+-- every write, and "another holder may have the lock" would mislead.
+SELECT throws_ok($$UPDATE acct SET balance = 71 WHERE id = 1$$, 'RP004',
+  'lease on "acct-1" is too close to its end for a write to table "acct"',
   'lock-bound: a lease with less than lease_margin left is not live');
+CREATE FUNCTION pg_temp.refusal(q text, OUT detail text, OUT hint text) LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE q;
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
+END
+$$;
+SELECT ok(detail LIKE '%less than redis_primitives.lease_margin (20000 ms) from now.'
+          AND hint LIKE 'Extend it with rp_extend before writing, or take it with a TTL well above lease_margin%',
+  'the refusal names the margin and says to extend or take a longer TTL: ' || coalesce(detail, '(none)') || ' / ' || coalesce(hint, '(none)'))
+  FROM pg_temp.refusal($$UPDATE acct SET balance = 71 WHERE id = 1$$);
 SET LOCAL redis_primitives.lease_margin = 50;
 SELECT lives_ok($$UPDATE acct SET balance = 71 WHERE id = 1$$, 'and within the margin it is');
 SELECT rp_release_all();
