@@ -81,7 +81,14 @@ def d_refused_committed(ev, fin, h):
             fin["audit"].append({"srv": i["srv"], "seq": 10 ** 12, "tbl": i["tbl"], "id": str(i["id"]), "token": 10 ** 9,
                                  "old": 0, "new": i["delta"], "read": None, "op": i["op"], "pid": 1, "at": 0})
             return "failed write %s (%s) appears committed" % (i["op"], o["end"].get("state"))
-    return None
+    # No xact write failed in this run: one that did, a minute before it.
+    t, rt = before_everything(ev)
+    ev.append({"ev": "inv", "op": "doctor:xw", "kind": "xact_write", "th": "doctor", "srv": "pg1",
+               "tbl": "t_token", "id": 1, "name": "T-1", "ttl": 1000, "delta": 1, "t": t, "rt": rt})
+    ev.append({"ev": "fail", "op": "doctor:xw", "th": "doctor", "state": "RP002", "t": t + 1000, "rt": rt + 1000})
+    fin["audit"].append({"srv": "pg1", "seq": 10 ** 12, "tbl": "t_token", "id": "1", "token": 10 ** 9,
+                         "old": 0, "new": 1, "read": None, "op": "doctor:xw", "pid": 1, "at": 0})
+    return "failed write doctor:xw (RP002), before the run, appears committed"
 
 
 def d_final(ev, fin, h):
@@ -147,7 +154,14 @@ def d_epoch_floor(ev, fin, h):
         ev.append(dict(s, epoch=s["epoch"] - 1, t0=s["t1"] + 10, t1=s["t1"] + 20,
                        rt0=s["rt1"] + 10, rt1=s["rt1"] + 20))
         return "%s leads with epoch %d right after epoch %d" % (s["srv"], s["epoch"] - 1, s["epoch"])
-    return None
+    # Every later term began behind a restart (or the run saw one term): a
+    # term of epoch 2 and a step back to 1, a minute before the run.
+    s = next((s for s in ev if s.get("ev") == "leader" and s.get("leader")), None)
+    if s is None:
+        return None
+    x = moved_before_run(ev, s, epoch=2)
+    ev.append(dict(x, epoch=1, t0=x["t1"] + 10, t1=x["t1"] + 20, rt0=x["rt1"] + 10, rt1=x["rt1"] + 20))
+    return "%s leads with epoch 1 right after epoch 2, before the run" % s["srv"]
 
 
 def d_leader(ev, fin, h):
@@ -170,12 +184,15 @@ def belief_out_of_loss(ev, h, want, after):
     for x in leads:
         if free(h, x["t0"] - 1, x["t1"] + after):
             return x
-    if not leads:
-        return None
-    s = leads[0]
+    return moved_before_run(ev, leads[0]) if leads else None
+
+
+def moved_before_run(ev, s, **change):
+    """A copy of leadership sample s (with `change`) a minute before the
+    run, appended to ev: no fault, loss window or restart reaches it."""
     t, rt = before_everything(ev)
     dt, drt = t - s["t0"], rt - s["rt0"]
-    x = dict(s, t0=s["t0"] + dt, t1=s["t1"] + dt, rt0=s["rt0"] + drt, rt1=s["rt1"] + drt)
+    x = dict(s, t0=s["t0"] + dt, t1=s["t1"] + dt, rt0=s["rt0"] + drt, rt1=s["rt1"] + drt, **change)
     if x.get("valid_until"):
         x["valid_until"] += drt
     ev.append(x)
@@ -269,7 +286,14 @@ def d_strict(ev, fin, h):
             e["res"] = {"lease": {"fence": 1, "token": "x", "exp": 0}, "rows": 1}
             e.pop("state", None)
             return "a strict-guarded UPDATE without the token reported as accepted"
-    return None
+    # The run's few such UPDATEs all passed or were never tried: one, a
+    # minute before it, reported as accepted.
+    t, rt = before_everything(ev)
+    ev.append({"ev": "inv", "op": "doctor:nocol", "kind": "nocol_write", "th": "doctor", "srv": "pg1",
+               "tbl": "t_strict", "id": 1, "name": "S-1", "ttl": 1000, "t": t, "rt": rt})
+    ev.append({"ev": "ok", "op": "doctor:nocol", "th": "doctor", "t": t + 1000, "rt": rt + 1000,
+               "res": {"lease": {"fence": 1, "token": "x", "exp": 0}, "rows": 1}})
+    return "a strict-guarded UPDATE without the token, before the run, reported as accepted"
 
 
 def d_clock(ev, fin, h):
