@@ -2,16 +2,19 @@
 # soak_selftest.sh -- test/soak/selftest.py doctors a violation of every
 # invariant into any history, from a history written here (no servers)
 # where the run was unlucky: every leadership sample and every lease-held
-# write lies in a loss window (as in a Sentinel soak whose old master
-# answers beside the new one for seconds at a time), the elector held one
-# term, and no guarded write was refused.
+# write lies in a loss window (a key_prefix change, a Redis data loss, a
+# Sentinel failover: in a real Sentinel soak the old master answers beside
+# the new one for seconds at a time), a server restarted, the elector held
+# one term, and no guarded write was refused.
 #
 # The naive selftest doctored only what the run offered: a sample or write
-# out of every loss window, a second term without a restart, a refused
-# xact write, a strict guard's refusal.  Finding none it reported "nothing
-# to doctor" and failed the soak (one_leader in a 60 s Sentinel run in CI,
-# epoch_floor in another).  Each doctoring must be placed, and the checker
-# must count it as a violation the undoctored history does not have.
+# out of every loss window, a second term with no restart between, a
+# refused xact write, a strict guard's refusal.  Finding none it reported
+# "nothing to doctor" and failed the soak (one_leader in a 60 s Sentinel
+# run in CI, epoch_floor in another); and a second node's epoch doctored
+# beside a real sample was excused by the key_prefix window it lay in.
+# Each doctoring must be placed, and the checker must count it as a
+# violation the undoctored history does not have.
 source "$(dirname "$0")/tap.bash"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 plan 3
@@ -29,9 +32,16 @@ def op(opid, k, kind, end, res=None, **inv):
     th = opid.split(":")[0]
     ev.append(dict(inv, ev="inv", op=opid, kind=kind, th=th, **at(k)))
     ev.append(dict(ev=end, op=opid, th=th, res=res, **at(k + 1)))
-# Redis killed with its data lost from 1 s to 19 s: the window covers it all.
-op("nemesis:1", 1000, "fault", "ok", {"lost": True}, fault="redis_kill")
+# The key prefix changed, then Redis killed with its data lost, from 1 s
+# to 19 s: their windows cover it all, and a key_prefix window excuses a
+# second node's epoch.
+op("nemesis:1", 1000, "fault", "ok", {}, fault="key_prefix")
 ev[-1].update(at(19000))
+op("nemesis:2", 1001, "fault", "ok", {"lost": True}, fault="redis_kill")
+ev[-1].update(at(19000))
+# and pg2 restarted at 0.5 s: a restart before a data loss excuses a second
+# node's epoch (the floor lives in shared memory).
+op("nemesis:0", 500, "fault", "ok", {"srv": "pg2"}, fault="pg_restart")
 # pg1's node leads with epoch 1 from 2 s to 12 s; pg2's follows.
 for k in range(20):
     t0 = 2000 + k * 500
@@ -39,8 +49,11 @@ for k in range(20):
         ev.append({"ev": "leader", "srv": srv, "leader": lead, "node": "n" + srv[-1], "epoch": 1,
                    "t0": T + t0 * 1000, "t1": T + t0 * 1000 + 1000, "rt0": RT + t0 * 1000,
                    "rt1": RT + t0 * 1000 + 1000, "valid_until": RT + (t0 + 1500) * 1000})
+    # Sentinel moved the master at 7 s: a loss window from 5 s before the
+    # last sample of the old one (a doctoring placed only a little before
+    # the run would fall in it).
     ev.append(dict(ev="rtime", t0=T + t0 * 1000, t1=T + t0 * 1000 + 500, rt0=RT + t0 * 1000,
-                   rt1=RT + t0 * 1000 + 500, redis_us=RT + t0 * 1000 + 250, master=6379))
+                   rt1=RT + t0 * 1000 + 500, redis_us=RT + t0 * 1000 + 250, master=6379 if t0 < 7000 else 6380))
 # Two leases on L-1 and a read-modify-write of t_lock under each.
 tok = ["a" * 32, "b" * 32]
 for n in (0, 1):
@@ -69,12 +82,17 @@ with open(os.path.join(d, "history-all.jsonl"), "w") as f:
 with open(os.path.join(d, "final.json"), "w") as f:
     json.dump(final, f)
 PY
-ok $? "a history whose samples and writes all lie in a loss window, one term, nothing refused"
+[ $? = 0 ] || { echo "Bail out! could not write the history"; exit 1; }
 
 /usr/bin/python3 "$ROOT/test/soak/check.py" "$d" >"$d/check" 2>&1
-ok $? "the checker finds no violation in it"
+ok $? "the checker finds no violation in the undoctored history"
 /usr/bin/python3 "$ROOT/test/soak/selftest.py" "$d" >"$d/out" 2>&1
 rc=$?
+n=$(cd "$ROOT/test/soak" && /usr/bin/python3 -c 'import selftest; print(len(selftest.DOCTORS))')
 bad=$(grep -v -E "^selftest: ok .*\(undoctored: 0\)$" "$d/out")
-[ $rc = 0 ] && [ -z "$bad" ]
-ok $? "every invariant's violation doctored and seen (exit $rc; ${bad:-every line ok})"
+[ $rc = 0 ] && [ -z "$bad" ] && [ "$(grep -c '^selftest: ok' "$d/out")" = "$n" ]
+ok $? "each of the $n doctored violations seen (exit $rc; ${bad:-every line ok})"
+# The six doctors that need what this run did not offer placed their own.
+is "$(grep -c '(placed before the run) -> ' "$d/out")" 6 \
+	"one_leader, epoch_unique, epoch_floor, no_lost_update, a refused write, a strict refusal: placed before the run"
+finish
