@@ -205,9 +205,9 @@ rp_live_fence(RpGuard *g, Relation rel, const char *name)
 					(errcode(ERRCODE_RP_NO_LEASE),
 					 errmsg("lease on \"%s\" is too close to its end for a write to table \"%s\"",
 							name, RelationGetRelationName(rel)),
-					 errdetail("The lease with fence token " INT64_FORMAT " runs out at %s, less than redis_primitives.lease_margin (%d ms) from now.",
+					 errdetail("The lease with fence token " INT64_FORMAT " runs out at %s, within redis_primitives.lease_margin (%d ms) of now.",
 							   fence, timestamptz_to_str(expires_at), rp_lease_margin_ms),
-					 errhint("Extend it with rp_extend before writing, or take it with a TTL well above lease_margin plus the time the work takes.")));
+					 errhint("Extend it with rp_extend before writing, or take it with a TTL well above redis_primitives.lease_margin plus the time the work takes.")));
 		rp_commit_remember(false, name, fence);
 		return fence;
 	}

@@ -144,8 +144,8 @@ EXCEPTION WHEN OTHERS THEN
   GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
 END
 $$;
-SELECT ok(detail LIKE '%less than redis_primitives.lease_margin (20000 ms) from now.'
-          AND hint LIKE 'Extend it with rp_extend before writing, or take it with a TTL well above lease_margin%',
+SELECT ok(detail LIKE '%within redis_primitives.lease_margin (20000 ms) of now.'
+          AND hint LIKE 'Extend it with rp_extend before writing, or take it with a TTL well above redis_primitives.lease_margin%',
   'the refusal names the margin and says to extend or take a longer TTL: ' || coalesce(detail, '(none)') || ' / ' || coalesce(hint, '(none)'))
   FROM pg_temp.refusal($$UPDATE acct SET balance = 71 WHERE id = 1$$);
 SET LOCAL redis_primitives.lease_margin = 50;
