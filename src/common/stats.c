@@ -784,8 +784,13 @@ rp_locks_override_token(const char *name, size_t namelen, const char *token,
 		SpinLockAcquire(&e->mutex);
 		if (e->tokhash == h)
 		{
-			/* A release is final; a new deadline never undoes it. */
-			if (e->override != RP_LOCKS_REVOKED)
+			/*
+			 * The earliest deadline told since the owner's own last word:
+			 * two tellers' extends may reach Redis in one order and be
+			 * told here in the other, and only the earliest is sure.  A
+			 * release (the earliest of all) is final.
+			 */
+			if (e->override == 0 || deadline < e->override)
 				e->override = deadline;
 			e->override_seq++;
 			n++;

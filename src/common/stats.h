@@ -162,8 +162,9 @@ extern void rp_locks_unpublish(const void *key);
  * row is bound to its lease's token by a keyed hash (rp_locks_bind_token;
  * the token itself is never stored).  A backend that released or extended
  * a lease by token, confirmed by Redis, tells its owner through
- * rp_locks_override_token (deadline RP_LOCKS_REVOKED for a release; returns
- * how many rows it marked); the owner reads its own row's override with
+ * rp_locks_override_token (deadline RP_LOCKS_REVOKED for a release; a row
+ * keeps the earliest deadline told; returns how many rows it marked); the
+ * owner reads its own row's override with
  * rp_locks_override_of (seq: how many overrides so far), and, after its own
  * extend, clears it with rp_locks_override_clear only if no override came
  * since seq (a release is never cleared).

@@ -15,7 +15,7 @@
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 17
+plan 19
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -100,6 +100,39 @@ wait_for 30 '[ "$(q "SELECT (rp_lock_info('"'tb-2'"')).held")" = f ]'
 is "$(session_q sa "INSERT INTO tb_account VALUES (2)")" "ERROR:  RP004" \
 	"a lease shortened by token from another connection: A's write after the new deadline is refused (RP004)"
 session_q sa "ROLLBACK" >/dev/null
+# Two extends by token race: C's (to 60 s) runs in Redis first, its reply
+# held back by a proxy (test/t/delay_proxy.py); D's (to 300 ms) runs after
+# it and is told to A first.  Redis drops the lease 300 ms later.  The
+# naive owner's table kept the last told deadline (C's 60 s) and A's write
+# landed under a lease Redis no longer held; A must believe the earliest
+# deadline it was told, whatever order the tellings came in.
+pport=$(rp_free_port)
+/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" 3000 "$RP_TMP/tb3.events" &
+proxy=$!
+wait_for 30 "grep -q '^listening' '$RP_TMP/tb3.events'"
+session_open sc
+session_q sc "SET redis_primitives.port = $pport" >/dev/null
+session_q sc "SET redis_primitives.command_timeout = 60000" >/dev/null
+# C's connection and the extend script warmed through the proxy first: after
+# the signal, only one more command gets through it.
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-warm', 30000)")
+session_q sc "SELECT rp_extend('tb-warm', '$tok', 30000) IS NOT NULL" >/dev/null
+session_q sa "SELECT rp_release_all()" >/dev/null
+session_q sa "BEGIN" >/dev/null
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-3', 30000)")
+kill -USR1 "$proxy"
+printf '%s\n' "SELECT rp_extend('tb-3', '$tok', 60000) IS NOT NULL;" >&"$_fd_sc"
+wait_for 30 "grep -q '^forwarded' '$RP_TMP/tb3.events'"
+d=$(q "SELECT rp_extend('tb-3', '$tok', 300) IS NOT NULL")
+wait_for 30 "grep -q '^released' '$RP_TMP/tb3.events'"
+c=$(session_q sc "SELECT 'told'")
+is "$d $(echo $c)" "t t told" "(C extended A's lease to 60 s, then D to 300 ms; D told A first, C after)"
+wait_for 30 '[ "$(q "SELECT (rp_lock_info('"'tb-3'"')).held")" = f ]'
+is "$(session_q sa "INSERT INTO tb_account VALUES (3)")" "ERROR:  RP004" \
+	"two extends by token told out of Redis' order: A believes the earlier deadline, its write is refused (RP004)"
+session_q sa "ROLLBACK" >/dev/null
+kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+session_close sc
 # A 1-permit semaphore: released by token elsewhere, taken by B; A asking
 # again must not end with a second holder by its own records.
 session_q sa "BEGIN" >/dev/null
