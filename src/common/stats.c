@@ -95,8 +95,9 @@ typedef struct RpLockEntry
 	 * What other backends of this server learned of the lease: a release
 	 * or extend by token confirmed by Redis.  Under mutex: tokhash (a keyed
 	 * hash of the lease's token, never shown), and override (0: nothing;
-	 * else the deadline other backends set, RP_LOCKS_REVOKED for a release)
-	 * with override_seq counting the overrides.
+	 * else the earliest deadline other backends told since the owner last
+	 * cleared it, RP_LOCKS_REVOKED for a release) with override_seq counting
+	 * the overrides.
 	 */
 	slock_t		mutex;
 	uint64		tokhash;
