@@ -100,29 +100,16 @@ wait_for 30 '[ "$(q "SELECT (rp_lock_info('"'tb-2'"')).held")" = f ]'
 is "$(session_q sa "INSERT INTO tb_account VALUES (2)")" "ERROR:  RP004" \
 	"a lease shortened by token from another connection: A's write after the new deadline is refused (RP004)"
 session_q sa "ROLLBACK" >/dev/null
-# through_proxy SESSION EVENTS HOLD_MS TIMEOUT_MS: a session whose Redis is
-# a fresh test/t/delay_proxy.py (pid in $proxy), which after SIGUSR1 runs
-# one more command in Redis and holds its reply back HOLD_MS.  Its
-# connection and the by-token scripts are warmed through the proxy first.
-through_proxy() {
+# start_proxy EVENTS HOLD_MS: a fresh test/t/delay_proxy.py to Redis on
+# $pport (pid in $proxy), which after SIGUSR1 runs one more command in
+# Redis and holds its reply back HOLD_MS.
+start_proxy() {
 	pport=$(rp_free_port)
-	: >"$2"
-	/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" "$3" "$2" &
+	: >"$1"
+	/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" "$2" "$1" &
 	proxy=$!
-	wait_for 30 "grep -q '^listening' '$2'"
-	session_open "$1"
-	session_q "$1" "SET redis_primitives.port = $pport" >/dev/null
-	session_q "$1" "SET redis_primitives.command_timeout = $4" >/dev/null
-	local t
-	t=$(session_q sa "SELECT token FROM rp_acquire('tb-warm', 30000)")
-	session_q "$1" "SELECT rp_extend('tb-warm', '$t', 30000) IS NOT NULL" >/dev/null
-	session_q "$1" "SELECT rp_release('tb-warm', '$t')" >/dev/null
-	session_q sa "SELECT rp_release_all()" >/dev/null
+	wait_for 30 "grep -q '^listening' '$1'"
 }
-proxy_done() { kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null; session_close "$1"; }
-# arm EVENTS: signal the proxy and wait until it took the signal (a command
-# sent before that would pass through it unheld).
-arm() { kill -USR1 "$proxy"; wait_for 30 "grep -q '^armed' '$1'"; }
 
 # Two extends by token race: C's (to 60 s) runs in Redis first, its reply
 # held back by the proxy; D's (to 300 ms) runs after it and is told to A
@@ -130,10 +117,22 @@ arm() { kill -USR1 "$proxy"; wait_for 30 "grep -q '^armed' '$1'"; }
 # the last told deadline (C's 60 s) and A's write landed under a lease
 # Redis no longer held; A must believe the earliest deadline it was told,
 # whatever order the tellings came in.
-through_proxy sc "$RP_TMP/tb3.events" 10000 60000
+start_proxy "$RP_TMP/tb3.events" 10000
+session_open sc
+session_q sc "SET redis_primitives.port = $pport" >/dev/null
+session_q sc "SET redis_primitives.command_timeout = 60000" >/dev/null
+# C's connection and the by-token scripts warmed through the proxy first:
+# once armed, it lets one more command through.
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-warm', 30000)")
+session_q sc "SELECT rp_extend('tb-warm', '$tok', 30000) IS NOT NULL" >/dev/null
+session_q sc "SELECT rp_release('tb-warm', '$tok')" >/dev/null
+session_q sa "SELECT rp_release_all()" >/dev/null
 session_q sa "BEGIN" >/dev/null
 tok=$(session_q sa "SELECT token FROM rp_acquire('tb-3', 30000)")
-arm "$RP_TMP/tb3.events"
+# Armed (its "armed" event seen) before the command goes: a command sent
+# before the proxy took the signal would pass through it unheld.
+kill -USR1 "$proxy"
+wait_for 30 "grep -q '^armed' '$RP_TMP/tb3.events'"
 printf '%s\n' "SELECT rp_extend('tb-3', '$tok', 60000) IS NOT NULL;" >&"$_fd_sc"
 wait_for 30 "grep -q '^forwarded' '$RP_TMP/tb3.events'"
 fwd=$(grep -c '^forwarded' "$RP_TMP/tb3.events")
@@ -147,7 +146,8 @@ wait_for 30 '[ "$(q "SELECT (rp_lock_info('"'tb-3'"')).held")" = f ]'
 is "$(session_q sa "INSERT INTO tb_account VALUES (3)")" "ERROR:  RP004" \
 	"two extends by token told out of Redis' order: A believes the earlier deadline, its write is refused (RP004)"
 session_q sa "ROLLBACK" >/dev/null
-proxy_done sc
+kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+session_close sc
 
 # A 1-permit semaphore: released by token elsewhere, taken by B; A asking
 # again must not end with a second holder by its own records.
@@ -181,10 +181,7 @@ is "$(q "SELECT rp_test.redis('ZCARD', rp_test.key('wq-1', 'semq'))")" "0" \
 # reply back.  The abort does not wait on Redis there; the naive twin (1.1,
 # and this project before) left the place to its heartbeat, which PERSIST
 # turns into forever.
-pport=$(rp_free_port)
-/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" 60000 "$RP_TMP/wq2.events" &
-proxy=$!
-wait_for 30 "grep -q '^listening' '$RP_TMP/wq2.events'"
+start_proxy "$RP_TMP/wq2.events" 60000
 session_open sp
 session_q sp "SET redis_primitives.port = $pport" >/dev/null
 session_q sp "SET redis_primitives.command_timeout = 60000" >/dev/null
