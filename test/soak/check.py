@@ -147,6 +147,14 @@ def excerpt(*ops):
 
 # ---- 1 + 2: fencing and accepted writes, from the audit ---------------------
 
+def lease_acquire(h, o):
+    """The acquire of the lease write o ran under: its thread's last acquire
+    of the name before o (None if there is none)."""
+    th = o["inv"]["th"]
+    return max((x for x in h.kind("acquire") if x["inv"]["th"] == th and x["inv"]["t"] < o["inv"]["t"]
+                and x["inv"]["name"] == o["inv"]["name"]), key=lambda x: x["inv"]["t"], default=None)
+
+
 def check_tables(h, final, rep):
     audit = collections.defaultdict(list)          # (srv, tbl, id) -> rows by seq
     by_op = {}
@@ -243,12 +251,7 @@ def check_tables(h, final, rep):
             rep.add(name, checked=1)
             if a["read"] is not None and a["read"] != a["old"]:
                 o = h.ops.get(a["op"])
-                acq = None
-                if o is not None:
-                    # the lease this read-modify-write ran under
-                    th = o["inv"]["th"]
-                    acq = max((x for x in h.kind("acquire") if x["inv"]["th"] == th and x["inv"]["t"] < o["inv"]["t"]
-                               and x["inv"]["name"] == o["inv"]["name"]), key=lambda x: x["inv"]["t"], default=None)
+                acq = lease_acquire(h, o) if o is not None else None
                 t0 = (acq or o or {"inv": {"t": 0}})["inv"]["t"]
                 t1 = o["end"]["t"] if o and o["end"] else 1 << 62
                 w = h.in_loss(t0, t1)

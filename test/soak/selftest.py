@@ -82,10 +82,8 @@ def d_refused_committed(ev, fin, h):
                                  "old": 0, "new": i["delta"], "read": None, "op": i["op"], "pid": 1, "at": 0})
             return "failed write %s (%s) appears committed" % (i["op"], o["end"].get("state"))
     # No xact write failed in this run: one that did, a minute before it.
-    t, rt = before_everything(ev)
-    ev.append({"ev": "inv", "op": "doctor:xw", "kind": "xact_write", "th": "doctor", "srv": "pg1",
-               "tbl": "t_token", "id": 1, "name": "T-1", "ttl": 1000, "delta": 1, "t": t, "rt": rt})
-    ev.append({"ev": "fail", "op": "doctor:xw", "th": "doctor", "state": "RP002", "t": t + 1000, "rt": rt + 1000})
+    op_before_run(ev, "doctor:xw", {"kind": "xact_write", "srv": "pg1", "tbl": "t_token", "id": 1, "name": "T-1",
+                                    "ttl": 1000, "delta": 1}, {"ev": "fail", "state": "RP002"})
     fin["audit"].append({"srv": "pg1", "seq": 10 ** 12, "tbl": "t_token", "id": "1", "token": 10 ** 9,
                          "old": 0, "new": 1, "read": None, "op": "doctor:xw", "pid": 1, "at": 0})
     return "a failed xact write appears committed (placed before the run)"
@@ -104,7 +102,7 @@ def d_lost(ev, fin, h):
     for a in fin["audit"]:
         o = ops.get(a["op"])
         if a["tbl"] == "t_lock" and a["read"] is not None and o and o["end"] and \
-                free(h, lease_start(h, o), o["end"]["t"]):
+                free(h, (check.lease_acquire(h, o) or o)["inv"]["t"], o["end"]["t"]):
             a["read"] = a["old"] - 1
             return "t_lock write %s read one less than it overwrote" % a["op"]
     # Every write lay in a loss window (a run of failovers): the same lost
@@ -112,21 +110,10 @@ def d_lost(ev, fin, h):
     for a in fin["audit"]:
         o = ops.get(a["op"])
         if a["tbl"] == "t_lock" and o and o["end"] and o["end"]["ev"] == "ok":
-            t, rt = before_everything(ev)
-            i = dict(o["inv"], op="doctor:lost", th="doctor", id="doctor", t=t, rt=rt)
-            ev.append(i)
-            ev.append(dict(o["end"], op="doctor:lost", th="doctor", t=t + 1000, rt=rt + 1000))
+            op_before_run(ev, "doctor:lost", dict(o["inv"], id="doctor"), o["end"])
             fin["audit"].append(dict(a, seq=10 ** 12, id="doctor", op="doctor:lost", old=5, new=6, read=4))
             return "a t_lock write read one less than it overwrote (placed before the run)"
     return None
-
-
-def lease_start(h, o):
-    """When the acquire of the lease write o ran under began, as the checker
-    reckons it (the thread's last acquire of the name before o)."""
-    acq = [x["inv"]["t"] for x in h.kind("acquire") if x["inv"]["th"] == o["inv"]["th"] and
-           x["inv"]["name"] == o["inv"]["name"] and x["inv"]["t"] < o["inv"]["t"]]
-    return max(acq, default=0)
 
 
 def d_unique(ev, fin, h):
@@ -213,6 +200,14 @@ def moved_before_run(ev, s, **change):
     return x
 
 
+def op_before_run(ev, op, inv, end):
+    """Operation op of a thread "doctor" a minute before the run: its
+    invocation (inv's fields) and, 1 ms later, its end (end's fields)."""
+    t, rt = before_everything(ev)
+    ev.append(dict(inv, ev="inv", op=op, th="doctor", t=t, rt=rt))
+    ev.append(dict(end, op=op, th="doctor", t=t + 1000, rt=rt + 1000))
+
+
 def before_everything(ev):
     """A time (both clocks) a minute before the history's first event: no
     fault, loss window or restart reaches it."""
@@ -267,12 +262,9 @@ def d_stranded_unknown(ev, fin, h):
     window, whose lease is left in Redis: the backend did not release it."""
     for e in ev:
         if e.get("ev") == "inv" and e.get("kind") == "acquire":
-            t, rt = before_everything(ev)
-            ev.append({"ev": "inv", "op": "doctor:3", "kind": "acquire", "srv": e.get("srv", "pg1"),
-                       "name": "X-doctor-2", "ttl": 60000, "wait": 0, "scope": "session",
-                       "th": "doctor", "t": t, "rt": rt})
-            ev.append({"ev": "fail", "op": "doctor:3", "th": "doctor", "state": "08006",
-                       "msg": "lost the connection to Redis", "t": t + 1000, "rt": rt + 1000})
+            op_before_run(ev, "doctor:3", {"kind": "acquire", "srv": e.get("srv", "pg1"), "name": "X-doctor-2",
+                                           "ttl": 60000, "wait": 0, "scope": "session"},
+                          {"ev": "fail", "state": "08006", "msg": "lost the connection to Redis"})
             fin["redis"].append({"key": "rp:{X-doctor-2}:lock", "type": "string", "pttl": 50000,
                                  "value": "0123456789abcdef0123456789abcdef"})
             return "an acquire that lost its connection, its lease left with 50 s to live"
@@ -302,11 +294,9 @@ def d_strict(ev, fin, h):
             return "a strict-guarded UPDATE without the token reported as accepted"
     # The run's few such UPDATEs all passed or were never tried: one, a
     # minute before it, reported as accepted.
-    t, rt = before_everything(ev)
-    ev.append({"ev": "inv", "op": "doctor:nocol", "kind": "nocol_write", "th": "doctor", "srv": "pg1",
-               "tbl": "t_strict", "id": 1, "name": "S-1", "ttl": 1000, "t": t, "rt": rt})
-    ev.append({"ev": "ok", "op": "doctor:nocol", "th": "doctor", "t": t + 1000, "rt": rt + 1000,
-               "res": {"lease": {"fence": 1, "token": "x", "exp": 0}, "rows": 1}})
+    op_before_run(ev, "doctor:nocol", {"kind": "nocol_write", "srv": "pg1", "tbl": "t_strict", "id": 1, "name": "S-1",
+                                       "ttl": 1000},
+                  {"ev": "ok", "res": {"lease": {"fence": 1, "token": "x", "exp": 0}, "rows": 1}})
     return "a strict-guarded UPDATE without the token reported as accepted (placed before the run)"
 
 
