@@ -29,3 +29,14 @@ CREATE FUNCTION rp_test.key(name text, suffix text) RETURNS text
 LANGUAGE sql AS $$
   SELECT current_setting('redis_primitives.key_prefix') || '{' || name || '}:' || suffix
 $$;
+
+-- An error's SQLSTATE, message, detail and hint; all NULL when q succeeded.
+CREATE FUNCTION rp_test.refusal(q text, OUT code text, OUT msg text, OUT detail text, OUT hint text)
+LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE q;
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS code = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+                          detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
+END
+$$;

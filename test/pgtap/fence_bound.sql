@@ -137,17 +137,10 @@ SET LOCAL redis_primitives.lease_margin = 20000;
 SELECT throws_ok($$UPDATE acct SET balance = 71 WHERE id = 1$$, 'RP004',
   'lease on "acct-1" is too close to its end for a write to table "acct"',
   'lock-bound: a lease with less than lease_margin left is not live');
-CREATE FUNCTION pg_temp.refusal(q text, OUT detail text, OUT hint text) LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE q;
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
-END
-$$;
 SELECT ok(detail LIKE '%within redis_primitives.lease_margin (20000 ms) of now.'
           AND hint LIKE 'Extend it with rp_extend before writing, or take it with a TTL well above redis_primitives.lease_margin%',
   'the refusal names the margin and says to extend or take a longer TTL: ' || coalesce(detail, '(none)') || ' / ' || coalesce(hint, '(none)'))
-  FROM pg_temp.refusal($$UPDATE acct SET balance = 71 WHERE id = 1$$);
+  FROM rp_test.refusal($$UPDATE acct SET balance = 71 WHERE id = 1$$);
 SET LOCAL redis_primitives.lease_margin = 50;
 SELECT lives_ok($$UPDATE acct SET balance = 71 WHERE id = 1$$, 'and within the margin it is');
 SELECT rp_release_all();

@@ -11,16 +11,6 @@
 BEGIN;
 SELECT plan(38);
 
--- An error's SQLSTATE, message, detail and hint; all NULL when q succeeded.
-CREATE FUNCTION pg_temp.refusal(q text, OUT code text, OUT msg text, OUT detail text, OUT hint text)
-LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE q;
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS code = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
-                          detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
-END
-$$;
 -- How many of a name's keys (lock, permits, queue, heartbeats, fence) exist.
 CREATE FUNCTION pg_temp.keys(name text) RETURNS text
 LANGUAGE sql AS $$
@@ -33,7 +23,7 @@ CREATE TEMP TABLE r (what text PRIMARY KEY, code text, msg text, detail text, hi
 SET LOCAL redis_primitives.session_leases = off;
 
 -- rp_semaphore_acquire: its permit belongs to the session, like rp_acquire's lease.
-INSERT INTO r SELECT 'sem', * FROM pg_temp.refusal($$SELECT rp_semaphore_acquire('pses-a', 2, 10000)$$);
+INSERT INTO r SELECT 'sem', * FROM rp_test.refusal($$SELECT rp_semaphore_acquire('pses-a', 2, 10000)$$);
 SELECT is((SELECT code FROM r WHERE what = 'sem'), '55000',
           'session_leases = off: rp_semaphore_acquire is refused (55000)');
 SELECT is((SELECT msg FROM r WHERE what = 'sem'), 'session permits are disabled for this session',
@@ -50,14 +40,14 @@ SELECT is((SELECT count(*) FROM rp_leases() WHERE name = 'pses-a'), 0::bigint,
 -- no permit, no queue place, no fence, waiting or not.
 SELECT rp_test.redis('ZADD', rp_test.key('pses-b', 'sem'), '99999999999999', 'sother1');
 SELECT rp_test.redis('SET', rp_test.key('pses-b', 'fence'), '7');
-INSERT INTO r SELECT 'sem-wait', * FROM pg_temp.refusal($$SELECT rp_semaphore_acquire('pses-b', 2, 10000, 300)$$);
+INSERT INTO r SELECT 'sem-wait', * FROM rp_test.refusal($$SELECT rp_semaphore_acquire('pses-b', 2, 10000, 300)$$);
 SELECT is((SELECT code FROM r WHERE what = 'sem-wait'), '55000',
           'rp_semaphore_acquire with wait_ms and a permit free is refused too');
 SELECT is((SELECT in_use FROM rp_semaphore_info('pses-b')), 1, 'the permit count is unchanged: the other holder only');
 SELECT is((SELECT last_fence FROM rp_semaphore_info('pses-b')), 7::bigint, 'no fence was issued');
 SELECT is(rp_test.redis('EXISTS', rp_test.key('pses-b', 'semq'), rp_test.key('pses-b', 'semw')), '0',
           'no place in the queue was taken');
-INSERT INTO r SELECT 'sem-null', * FROM pg_temp.refusal($$SELECT rp_semaphore_acquire('pses-b', NULL, 10000)$$);
+INSERT INTO r SELECT 'sem-null', * FROM rp_test.refusal($$SELECT rp_semaphore_acquire('pses-b', NULL, 10000)$$);
 SELECT is((SELECT code FROM r WHERE what = 'sem-null'), '22004', 'bad input is still its own error (22004)');
 
 -- The transaction-scoped form works with the setting off.
@@ -66,13 +56,13 @@ SELECT ok((SELECT fence > 0 FROM x), 'rp_semaphore_acquire_xact takes a permit w
 SELECT is((SELECT in_use FROM rp_semaphore_info('pses-a')), 1, '... which Redis counts');
 
 -- rp_acquire and rp_acquire_all: refused, each hint naming its own _xact form.
-INSERT INTO r SELECT 'lock', * FROM pg_temp.refusal($$SELECT rp_acquire('pses-l', 10000)$$);
+INSERT INTO r SELECT 'lock', * FROM rp_test.refusal($$SELECT rp_acquire('pses-l', 10000)$$);
 SELECT is((SELECT code || ' ' || msg FROM r WHERE what = 'lock'), '55000 session leases are disabled for this session',
           'rp_acquire is refused (55000)');
 SELECT ok((SELECT hint LIKE 'Take the lease with rp_acquire_xact %' FROM r WHERE what = 'lock'),
           '... with a hint naming rp_acquire_xact');
 SELECT is(pg_temp.keys('pses-l'), '0', '... and nothing in Redis');
-INSERT INTO r SELECT 'all', * FROM pg_temp.refusal($$SELECT rp_acquire_all(ARRAY['pses-m', 'pses-n'], 10000)$$);
+INSERT INTO r SELECT 'all', * FROM rp_test.refusal($$SELECT rp_acquire_all(ARRAY['pses-m', 'pses-n'], 10000)$$);
 SELECT is((SELECT code || ' ' || msg FROM r WHERE what = 'all'), '55000 session leases are disabled for this session',
           'rp_acquire_all is refused (55000)');
 SELECT ok((SELECT hint LIKE 'Take the leases with rp_acquire_all_xact %' FROM r WHERE what = 'all'),
@@ -93,7 +83,7 @@ SELECT dblink_connect('pooled', format('dbname=%s host=%s port=%s user=%s',
        current_database(), current_setting('unix_socket_directories'),
        current_setting('port'), current_user));
 SELECT dblink_exec('pooled', 'SET redis_primitives.session_leases = off');
-INSERT INTO r SELECT 'pooled', * FROM pg_temp.refusal(
+INSERT INTO r SELECT 'pooled', * FROM rp_test.refusal(
   $$SELECT * FROM dblink('pooled', $q$SELECT token FROM rp_semaphore_acquire('pses-c', 1, 10000)$q$) AS t(token text)$$);
 SELECT is((SELECT code FROM r WHERE what = 'pooled'), '55000', 'the pooled backend: rp_semaphore_acquire is refused');
 SELECT is((SELECT count(*) FROM dblink('pooled', 'SELECT name FROM rp_leases()') AS t(name text)), 0::bigint,
