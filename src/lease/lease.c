@@ -237,9 +237,9 @@ rp_lease_free_strings(RpLease *l)
  * What another backend of this server learned of l (rp_locks, stats.h): a
  * release by token ends it (its deadline becomes the past), an extend by
  * token sets its deadline: the earliest told since the session's own last
- * extend, never later than the session's own.  Every
- * lookup goes through here, so re-entry, the guards, the commit-time check
- * and permits all honour it, with no round trip.
+ * extend, never later than the session's own.  Every lookup goes through
+ * here, so re-entry, the guards, the commit-time check and permits all
+ * honour it, with no round trip.
  */
 static void
 rp_lease_truth(RpLease *l)
