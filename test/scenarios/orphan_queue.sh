@@ -15,7 +15,7 @@
 # handed to the worker, which reaches Redis directly, and not left to their
 # TTL.
 source "$(dirname "$0")/tap.bash"
-plan 9
+plan 14
 
 rpid=$(cat "$RP_TMP/redis-$REDIS_PORT.pid")
 key() { q "SELECT rp_test.key('$1', '$2')"; }
@@ -66,4 +66,67 @@ is "$(redis zcard "$(key oq-xs sem)")" "0" "the xact permit too"
 kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
 session_close sp
 redis del "$(key oq-held lock)" "$(key oq-sem sem)" >/dev/null
+
+# ---- acquires that never ran in Redis leave the worker nothing ----------
+# An acquire whose connection was refused, or that Redis answered with an
+# error, cannot have run: it must be neither remembered nor handed to the
+# worker.  Handed, a burst of them during an outage fills the worker's
+# queue while Redis is down for the worker too (a soak run: a semaphore
+# worker's refused acquires took all 128 places in 2 s), and the lease of a
+# backend that exits then is dropped, to live out its TTL.
+#
+# h holds a 600 s lease through a proxy that then drops everything, so its
+# exit release never reaches Redis; Redis is stopped, so the worker cannot
+# drain its queue; s makes 300 acquires of every kind on a port nobody
+# listens on; h exits; Redis continues: the worker must release h's lease.
+dead=$(rp_free_port)
+pport=$(rp_free_port)
+touch "$RP_TMP/oq2.events"
+/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" 1 "$RP_TMP/oq2.events" &
+proxy=$!
+wait_for 30 "grep -q '^listening' '$RP_TMP/oq2.events'"
+session_open h
+hpid=$(session_q h "SET redis_primitives.port = $pport; SELECT pg_backend_pid()")
+out=$(session_q h "SELECT fence > 0 FROM rp_acquire('oq-orphan', 600000)")
+kill -USR1 "$proxy"
+out+=" $(session_q h "SELECT held FROM rp_lock_info('oq-dummy')")"
+wait_for 30 "grep -q '^forwarded' '$RP_TMP/oq2.events'"
+is "$(echo $out)" "t f" "a backend holds a 600 s lease through a proxy that forwards nothing more"
+kill -STOP "$rpid"
+session_open s
+session_q s "SET redis_primitives.port = $dead" >/dev/null
+sql=
+for i in $(seq 60); do
+	sql+=" SELECT rp_semaphore_acquire('oq-ns', 1, 600000); SELECT rp_semaphore_acquire('oq-ns', 1, 600000, 100);"
+	sql+=" SELECT rp_semaphore_acquire_xact('oq-ns', 1, 600000); SELECT rp_acquire('oq-nl', 600000);"
+	sql+=" SELECT rp_acquire_all(ARRAY['oq-na1', 'oq-na2'], 600000);"
+done
+out=$(session_q s "$sql")
+is "$(echo "$out" | grep -c '08001')" "300" "300 acquires (180 of semaphore permits) refused a connection while Redis is stopped"
+is "$(echo "$out" | grep -c 'WARNING:  53400')" "0" "none of them is handed to the worker: its queue is not filled (no WARNING 53400)"
+q "SELECT pg_terminate_backend($hpid)" >/dev/null
+wait_for 60 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $hpid\")\" = 0 ]"
+kill -CONT "$rpid"
+wait_for 60 '[ "$(redis exists "$(key oq-orphan lock)")" = 0 ]'
+is "$(redis exists "$(key oq-orphan lock)")" "0" "the backend that exited meanwhile: the worker releases its lease once Redis answers (within 60 s, not its 600 s TTL)"
+kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+session_close s
+session_close h
+
+# An acquire Redis answered with an error (OOM under maxmemory) did not
+# run: the session's next transaction end has nothing to release, and the
+# next call is its one round trip.
+evals() {
+	redis info commandstats | tr -d '\r' |
+		awk -F'[=:,]' '/^cmdstat_evalsha:|^cmdstat_eval:/ { n += $3 } END { print n + 0 }'
+}
+session_open s
+session_q s "SELECT held FROM rp_lock_info('oq-warm')" >/dev/null
+redis config set maxmemory 1 >/dev/null
+out=$(session_q s "SELECT rp_semaphore_acquire('oq-oom', 1, 600000); SELECT rp_semaphore_acquire('oq-oom', 1, 600000, 100); SELECT rp_semaphore_acquire_xact('oq-oom', 1, 600000); SELECT rp_acquire('oq-oom2', 600000)")
+redis config set maxmemory 0 >/dev/null
+redis config resetstat >/dev/null
+session_q s "SELECT held FROM rp_lock_info('oq-warm')" >/dev/null
+is "$(echo $out) $(evals)" "ERROR: 53200 ERROR: 53200 ERROR: 53200 ERROR: 53200 1" "four acquires refused with OOM leave nothing to release: the next call is one script call"
+session_close s
 finish
