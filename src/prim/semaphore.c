@@ -71,14 +71,21 @@ rp_semaphore_init(void)
 	rp_lease_define_kind(RP_LEASE_PERMIT, &rp_permit_kind);
 }
 
-/* One attempt.  Returns the fence, or 0 when refused. */
+/*
+ * One attempt, pending its unsettled entry.  Returns the fence, or 0 when
+ * refused.  On failure pending is forgotten when the command cannot have
+ * run (never sent, or answered with an error), unless placed: an earlier
+ * attempt of the same token was sent, and its place in the queue may still
+ * be there for the abort to release.
+ */
 static int64
 rp_sem_try(const char *name, size_t namelen, const char *token, int32 permits,
-		   int64 ttl_ms, bool queue)
+		   int64 ttl_ms, bool queue, RpLease *pending, bool placed)
 {
 	RpArg		keys[4];
 	RpArg		argv[5];
 	RpReply    *r;
+	RpStatus	st;
 
 	keys[0] = rp_key(name, namelen, "sem");
 	keys[1] = rp_key(name, namelen, "fence");
@@ -89,7 +96,15 @@ rp_sem_try(const char *name, size_t namelen, const char *token, int32 permits,
 	argv[2] = rp_arg_int(ttl_ms);
 	argv[3] = rp_arg_str(queue ? "1" : "0");
 	argv[4] = rp_arg_int(RP_SEM_HEARTBEAT_MS);
-	r = rp_lease_eval(&rp_script_semaphore_acquire, 4, keys, 5, argv);
+	if (!rp_eval_try(&rp_script_semaphore_acquire, 4, keys, 5, argv,
+					 rp_command_timeout_ms, &r, &st))
+	{
+		if (!placed && (!st.sent || st.answered))
+			rp_lease_pending_forget(pending);
+		rp_lease_redis_answered(st.answered);
+		rp_status_raise(&st);
+	}
+	rp_lease_redis_answered(true);
 	if (rp_reply_is_nil(r))
 		return 0;
 	if (r->type != RP_REPLY_STRING)
@@ -101,8 +116,9 @@ rp_sem_try(const char *name, size_t namelen, const char *token, int32 permits,
  * rp_sem_try recorded before it is sent (rp_lease_pending): Redis may grant
  * the permit (or queue the waiter) after a cancel, a timeout or a FATAL, and
  * only this backend knows the token, so the registry releases it at
- * transaction end or backend exit unless the answer settled it.  A grant
- * enters the registry here: returns its entry, or NULL when refused.
+ * transaction end or backend exit unless the answer settled it, or the
+ * attempt failed where it cannot have run (rp_sem_try).  A grant enters the
+ * registry here: returns its entry, or NULL when refused.
  */
 static RpLease *
 rp_sem_try_recorded(const char *name, size_t namelen, const char *token,
@@ -111,16 +127,17 @@ rp_sem_try_recorded(const char *name, size_t namelen, const char *token,
 {
 	RpLease    *pending;
 	int64		fence;
+	bool		placed = *waiting != NULL;
 
 	/* The previous attempt's place in the queue is this attempt's now. */
-	if (*waiting != NULL)
+	if (placed)
 	{
 		rp_lease_pending_forget(*waiting);
 		*waiting = NULL;
 	}
 	pending = rp_lease_pending(name, namelen, RP_LEASE_PERMIT, token,
 							   TimestampTzPlusMilliseconds(sent, Max(ttl_ms, RP_SEM_HEARTBEAT_MS)));
-	fence = rp_sem_try(name, namelen, token, permits, ttl_ms, queue);
+	fence = rp_sem_try(name, namelen, token, permits, ttl_ms, queue, pending, placed);
 	if (fence > 0)
 	{
 		rp_lease_pending_deadline(pending, TimestampTzPlusMilliseconds(sent, ttl_ms));

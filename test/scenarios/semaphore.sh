@@ -18,8 +18,9 @@
 # The default run keeps every check and its margins and takes ~30 s on an
 # idle machine; the long run only repeats the races more often.
 #  6. rp_semaphore_acquire_xact releases at COMMIT and ROLLBACK.
+#  7. A wait ended by an error Redis answered leaves the queue at the abort.
 source "$(dirname "$0")/tap.bash"
-plan 27
+plan 28
 N=40 PERMITS=5
 if [ -n "${RP_SEMAPHORE_LONG:-}" ]; then ROUNDS=15 NCHURN=40; else ROUNDS=5 NCHURN=20; fi
 
@@ -243,6 +244,34 @@ is "$(echo $out)" "t 1 0" "rp_semaphore_acquire_xact: held in the transaction, r
 out=$(q "BEGIN" "SELECT rp_semaphore_acquire_xact('sx', 2, 30000) IS NOT NULL" "ROLLBACK" "SELECT in_use FROM rp_semaphore_info('sx')")
 is "$(echo $out)" "t 0" "released at ROLLBACK"
 
-q "DROP TABLE sem_round, sem_sample, sem_hold, sem_hung, sem_newcomer" >/dev/null
 lap "6 (xact)"
+# ---- 7. a wait ended by an error reply ------------------------------------------
+# The waiter's next attempt is refused by Redis (OOM under maxmemory): that
+# attempt did not run, but the place its earlier ones took in the queue is
+# there, and the abort must take it out (semaphore_release runs under
+# maxmemory), not leave it to hold up every newcomer for its heartbeat.
+session_open h
+session_q h "SELECT (rp_semaphore_acquire('oomq', 1, 600000)).fence IS NOT NULL" >/dev/null
+session_open w
+wpid=$(session_pid w)
+printf '%s\n' "SELECT rp_semaphore_acquire('oomq', 1, 30000, 60000);" >&"$_fd_w"
+wait_for 30 '[ "$(redis zcard "$(key oomq semq)")" = 1 ]' || diag "the waiter was not seen in the queue"
+# Stopped while maxmemory is set and the counts are zeroed: from then on its
+# attempts are refused uncounted, and the one script call is its abort's.
+kill -STOP "$wpid"
+redis config set maxmemory 1 >/dev/null
+redis config resetstat >/dev/null
+kill -CONT "$wpid"
+out=$(session_q w "SELECT 1")
+calls=$(script_calls)
+queued=$(redis zcard "$(key oomq semq)")
+redis config set maxmemory 0 >/dev/null
+is "$(echo "$out" | grep -o '^ERROR:  [0-9A-Z]*' | head -1)|$queued|$([ "$calls" -ge 1 ] && echo released)" "ERROR:  53200|0|released" \
+	"a waiter's attempt refused with OOM fails (53200), and its abort takes its place out of the queue ($calls script call(s))"
+session_close w
+session_q h "SELECT rp_release_all()" >/dev/null
+session_close h
+
+q "DROP TABLE sem_round, sem_sample, sem_hold, sem_hung, sem_newcomer" >/dev/null
+lap "7 (error reply)"
 finish

@@ -95,8 +95,12 @@ INI
 	wait_for 30 "rp_port_taken $BPORT"  # a start on a loaded machine: seconds
 }
 
-round_trips() {
-	rc INFO commandstats | tr -d '\r' |
+round_trips() { script_calls "$RPORT"; }
+# script_calls [PORT]: the script calls (EVALSHA and EVAL) the Redis on PORT
+# (default: the runner's) has run since its start or CONFIG RESETSTAT; one
+# it refused before running (OOM, LOADING) is not counted.
+script_calls() {
+	redis-cli -p "${1:-$REDIS_PORT}" INFO commandstats | tr -d '\r' |
 		awk -F'[=:,]' '/^cmdstat_evalsha:|^cmdstat_eval:/ { n += $3 } END { print n + 0 }'
 }
 key() { echo "rp:{$1}:$2"; }
