@@ -15,7 +15,7 @@
 # handed to the worker, which reaches Redis directly, and not left to their
 # TTL.
 source "$(dirname "$0")/tap.bash"
-plan 14
+plan 17
 
 rpid=$(cat "$RP_TMP/redis-$REDIS_PORT.pid")
 key() { q "SELECT rp_test.key('$1', '$2')"; }
@@ -45,20 +45,32 @@ is "$(redis zscore "$(key oq-sem sem)" someone-else)" "99999999999999" "the sema
 is "$(session_q s "SELECT count(*) FROM rp_leases()")" "0" "the session holds nothing"
 session_close s
 
+# proxied SESSION SQL: open SESSION through a proxy to Redis (the proxy's
+# pid in $proxy, the backend's in $hpid), run SQL there, then let one more
+# command through (answered) and nothing after it: every later call of the
+# session, its release at COMMIT or at exit too, is lost on the way.
+# Prints the output of SQL and of that last command.  Not in $(...): the
+# variables are the caller's.
+proxied() {
+	local ev="$RP_TMP/$1.events" pport
+	pport=$(rp_free_port)
+	touch "$ev"
+	/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" 1 "$ev" &
+	proxy=$!
+	wait_for 30 "grep -q '^listening' '$ev'"
+	session_open "$1"
+	hpid=$(session_q "$1" "SET redis_primitives.port = $pport; SELECT pg_backend_pid()")
+	session_q "$1" "$2"
+	kill -USR1 "$proxy"
+	session_q "$1" "SELECT held FROM rp_lock_info('oq-dummy')"
+	wait_for 30 "grep -q '^forwarded' '$ev'"
+}
+# exits PID: wait until the backend PID has exited (its exit callbacks run).
+exits() { wait_for 60 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $1\")\" = 0 ]"; }
+
 # ---- a transaction's leases whose release at COMMIT Redis never got --------------
-pport=$(rp_free_port)
-touch "$RP_TMP/oq.events"
-/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" 1 "$RP_TMP/oq.events" &
-proxy=$!
-wait_for 30 "grep -q '^listening' '$RP_TMP/oq.events'"
-session_open sp
-session_q sp "SET redis_primitives.port = $pport" >/dev/null
-out=$(session_q sp "BEGIN; SELECT fence > 0 FROM rp_acquire_xact('oq-x', 120000); SELECT fence > 0 FROM rp_semaphore_acquire_xact('oq-xs', 3, 120000)")
-kill -USR1 "$proxy"
-# One more command reaches Redis (and is answered); nothing after it does.
-out+=" $(session_q sp "SELECT held FROM rp_lock_info('oq-dummy')")"
-wait_for 30 "grep -q '^forwarded' '$RP_TMP/oq.events'"
-out+=" $(session_q sp "COMMIT" | grep -c WARNING)"
+proxied sp "BEGIN; SELECT fence > 0 FROM rp_acquire_xact('oq-x', 120000); SELECT fence > 0 FROM rp_semaphore_acquire_xact('oq-xs', 3, 120000)" >"$RP_TMP/sp.txt"
+out="$(cat "$RP_TMP/sp.txt") $(session_q sp "COMMIT" | grep -c WARNING)"
 is "$(echo $out)" "t t f 2" "an xact lock and permit held; their release at COMMIT never reaches Redis: a WARNING per kind"
 wait_for 30 '[ "$(redis exists "$(key oq-x lock)")$(redis zcard "$(key oq-xs sem)")" = 00 ]'
 is "$(redis exists "$(key oq-x lock)")" "0" "the xact lock is released by the background worker (within 30 s, not its 120 s TTL)"
@@ -80,18 +92,8 @@ redis del "$(key oq-held lock)" "$(key oq-sem sem)" >/dev/null
 # drain its queue; s makes 300 acquires of every kind on a port nobody
 # listens on; h exits; Redis continues: the worker must release h's lease.
 dead=$(rp_free_port)
-pport=$(rp_free_port)
-touch "$RP_TMP/oq2.events"
-/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" 1 "$RP_TMP/oq2.events" &
-proxy=$!
-wait_for 30 "grep -q '^listening' '$RP_TMP/oq2.events'"
-session_open h
-hpid=$(session_q h "SET redis_primitives.port = $pport; SELECT pg_backend_pid()")
-out=$(session_q h "SELECT fence > 0 FROM rp_acquire('oq-orphan', 600000)")
-kill -USR1 "$proxy"
-out+=" $(session_q h "SELECT held FROM rp_lock_info('oq-dummy')")"
-wait_for 30 "grep -q '^forwarded' '$RP_TMP/oq2.events'"
-is "$(echo $out)" "t f" "a backend holds a 600 s lease through a proxy that forwards nothing more"
+proxied h "SELECT fence > 0 FROM rp_acquire('oq-orphan', 600000)" >"$RP_TMP/h.txt"
+is "$(echo $(cat "$RP_TMP/h.txt"))" "t f" "a backend holds a 600 s lease through a proxy that forwards nothing more"
 kill -STOP "$rpid"
 session_open s
 session_q s "SET redis_primitives.port = $dead" >/dev/null
@@ -105,10 +107,38 @@ out=$(session_q s "$sql")
 is "$(echo "$out" | grep -c '08001')" "300" "300 acquires (180 of semaphore permits) refused a connection while Redis is stopped"
 is "$(echo "$out" | grep -c 'WARNING:  53400')" "0" "none of them is handed to the worker: its queue is not filled (no WARNING 53400)"
 q "SELECT pg_terminate_backend($hpid)" >/dev/null
-wait_for 60 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $hpid\")\" = 0 ]"
+exits "$hpid"
 kill -CONT "$rpid"
 wait_for 60 '[ "$(redis exists "$(key oq-orphan lock)")" = 0 ]'
 is "$(redis exists "$(key oq-orphan lock)")" "0" "the backend that exited meanwhile: the worker releases its lease once Redis answers (within 60 s, not its 600 s TTL)"
+kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+session_close s
+session_close h
+
+# ---- a queue full of leases past their TTL -----------------------------------
+# While Redis is stopped the worker cannot release what it holds, and it
+# stops at the first lease Redis does not answer: a live one at the head
+# keeps the expired ones behind it in their places.  Those must give way
+# to a live lease handed over later, not keep it out.  One acquire of
+# 600 s and 127 of 1 s are cut short (statement_timeout) and handed to the
+# worker, filling its queue; once the short ones' TTL has passed, a
+# backend holding a 600 s lease exits, its release lost: the worker must
+# take it, and release it once Redis answers.
+proxied h "SELECT fence > 0 FROM rp_acquire('oq-late', 600000)" >/dev/null
+session_open s
+session_q s "SELECT held FROM rp_lock_info('oq-warm')" >/dev/null
+sql="SET statement_timeout = '50ms'; SELECT rp_acquire('oqe-head', 600000);"
+for i in $(seq 127); do sql+=" SELECT rp_acquire('oqe-$i', 1000);"; done
+kill -STOP "$rpid"
+out=$(session_q s "$sql")
+is "$(echo "$out" | grep -c '57014')" "128" "128 acquires (the first of 600 s, the rest of 1 s) cut short while Redis is stopped"
+sleep 1.5	# the 1 s ones are past their TTL
+q "SELECT pg_terminate_backend($hpid)" >/dev/null
+exits "$hpid"
+kill -CONT "$rpid"
+wait_for 60 '[ "$(redis exists "$(key oq-late lock)" "$(key oqe-head lock)")" = 0 ]'
+is "$(redis exists "$(key oq-late lock)")" "0" "a backend exiting once they expired: the worker takes its lease and releases it once Redis answers"
+is "$(redis exists "$(key oqe-head lock)")" "0" "and the live lease at the head of the queue"
 kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
 session_close s
 session_close h
