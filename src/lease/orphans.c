@@ -17,8 +17,8 @@
  *
  * Before editing, know this: rp_orphans_handoff runs inside a backend's exit
  * callback, so it must never throw or wait: when the entries or the key
- * space are full, the lease is dropped with a WARNING, and the TTL is the
- * safety net.
+ * space are full of live leases (the expired ones make room first), the
+ * lease is dropped with a WARNING, and the TTL is the safety net.
  *
  *-------------------------------------------------------------------------
  */
@@ -121,6 +121,45 @@ rp_orphans_report(void)
 	rp_handoff_unwarned = 0;
 }
 
+/* Whether a key of keylen bytes has a place.  Caller holds the lock. */
+static bool
+rp_orphans_fits(size_t keylen)
+{
+	return rp_queue->n < RP_ORPHAN_SLOTS &&
+		keylen <= RP_ORPHAN_KEY_SPACE - rp_queue->keyused;
+}
+
+/*
+ * Drop the entries past their deadline, in one pass that keeps the rest in
+ * order, their keys end to end: Redis has let those leases go.  The worker
+ * drops them too, but in queue order, and stops at the first lease Redis
+ * does not answer: while Redis is down, a live lease at the head would keep
+ * every expired one behind it in its place, and a live lease handed over
+ * then would find no room.  Caller holds the lock exclusively.
+ */
+static void
+rp_orphans_prune(TimestampTz now)
+{
+	int			kept = 0;
+	uint32		used = 0;
+
+	for (int i = 0; i < rp_queue->n; i++)
+	{
+		RpOrphan	o = rp_queue->entries[i];
+
+		if (o.expires_at <= now)
+			continue;
+		/* Keys lie in entry order: this one never moves up. */
+		if (o.keyoff != used)
+			memmove(rp_queue->keys + used, rp_queue->keys + o.keyoff, o.keylen);
+		o.keyoff = used;
+		used += o.keylen;
+		rp_queue->entries[kept++] = o;
+	}
+	rp_queue->n = kept;
+	rp_queue->keyused = used;
+}
+
 bool
 rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 				   TimestampTz expires_at)
@@ -131,8 +170,9 @@ rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 	if (rp_queue == NULL)
 		return false;			/* not preloaded: no worker (orphans.h) */
 	LWLockAcquire(rp_queue->lock, LW_EXCLUSIVE);
-	if (rp_queue->n < RP_ORPHAN_SLOTS &&
-		keylen <= RP_ORPHAN_KEY_SPACE - rp_queue->keyused)
+	if (!rp_orphans_fits(keylen))
+		rp_orphans_prune(GetCurrentTimestamp());
+	if (rp_orphans_fits(keylen))
 	{
 		RpOrphan   *o = &rp_queue->entries[rp_queue->n++];
 
@@ -240,7 +280,10 @@ rp_orphans_drain(void)
 		}
 		if (!done)
 			break;				/* Redis does not answer: try again later */
-		/* Only the worker removes, but entries may have moved down. */
+		/*
+		 * Entries may have moved down, and this one may be gone: a
+		 * hand-off that found the queue full dropped the expired ones.
+		 */
 		LWLockAcquire(rp_queue->lock, LW_EXCLUSIVE);
 		for (int j = 0; j < rp_queue->n; j++)
 		{
