@@ -120,12 +120,13 @@ class History:
                 if srv:
                     self.restarts[srv].append((f["inv"]["t"], f["end"]["t"] + LOSS_SLACK_US))
 
-    def in_loss(self, t0, t1, clock="t", redis_only=False):
+    def in_loss(self, t0, t1, clock="t", redis_only=False, fault=None):
         """The loss window [t0, t1] overlaps, if any; redis_only: only those
-        where Redis itself lost writes (not a key_prefix change)."""
+        where Redis itself lost writes (not a key_prefix change); fault:
+        only those of that fault."""
         a, b = ("t0", "t1") if clock == "t" else ("rt0", "rt1")
         for w in self.loss:
-            if redis_only and w["fault"] == "key_prefix":
+            if (redis_only and w["fault"] == "key_prefix") or (fault and w["fault"] != fault):
                 continue
             if t0 <= w[b] and t1 >= w[a]:
                 return w
@@ -371,8 +372,8 @@ def check_unique(h, final, rep):
             # Documented: until every server has reloaded a new key_prefix,
             # each prefix has its own election, and two electors whose floor
             # is the same last epoch both take the next one.
-            w = h.in_loss(b["t0"], b["t1"])
-            if w and w["fault"] == "key_prefix":
+            w = h.in_loss(b["t0"], b["t1"], fault="key_prefix")
+            if w:
                 excuse = w
             v = {"what": "epoch %d held by %s and %s" % (epoch, a["node"], b["node"]),
                  "history": [json.dumps(a), json.dumps(b)]}
