@@ -15,7 +15,7 @@
 # handed to the worker, which reaches Redis directly, and not left to their
 # TTL.
 source "$(dirname "$0")/tap.bash"
-plan 17
+plan 18
 
 rpid=$(cat "$RP_TMP/redis-$REDIS_PORT.pid")
 key() { q "SELECT rp_test.key('$1', '$2')"; }
@@ -23,16 +23,57 @@ keys=$(q "SELECT string_agg(rp_test.key('oq-' || i, 'lock'), ' ') FROM generate_
 redis set "$(key oq-held lock)" someone-else px 120000 >/dev/null
 redis zadd "$(key oq-sem sem)" 99999999999999 someone-else >/dev/null
 
+# proxied SESSION SQL: open SESSION through a proxy to Redis (the proxy's
+# pid in $proxy, the backend's in $hpid), run SQL there, then let one more
+# command through (answered) and nothing after it: every later call of the
+# session, its release at COMMIT or at exit too, is lost on the way.
+# Prints the output of SQL and of that last command, then "cut" once the
+# proxy forwarded it (else the session's next command would go through).
+# The proxy is armed (its event seen) before that command is sent: sent
+# at once, it could pass before the proxy took the signal.  Not in $(...):
+# the variables are the caller's.
+proxied() {
+	local ev="$RP_TMP/$1.events" pport
+	pport=$(rp_free_port)
+	touch "$ev"
+	/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" 1 "$ev" &
+	proxy=$!
+	wait_for 30 "grep -q '^listening' '$ev'"
+	session_open "$1"
+	# That command's script is loaded first: a NOSCRIPT reply would take
+	# the EVAL after it, which the proxy drops.
+	hpid=$(session_q "$1" "SET redis_primitives.port = $pport; SELECT held FROM rp_lock_info('oq-dummy'); SELECT pg_backend_pid()" | tail -1)
+	session_q "$1" "$2"
+	kill -USR1 "$proxy"
+	wait_for 30 "grep -q '^armed' '$ev'"
+	session_q "$1" "SELECT held FROM rp_lock_info('oq-dummy')"
+	wait_for 30 "grep -q '^forwarded' '$ev'" && echo cut
+}
+# exits PID: wait until the backend PID has exited (its exit callbacks run).
+exits() { wait_for 60 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $1\")\" = 0 ]"; }
+
+# A backend whose lease is handed over at its exit is that lease's last
+# word: the session that cut its acquires short still has them, and
+# releases them itself at its next transaction end after Redis answers.
+# So a lease held must find a place in a queue those acquires filled.
+proxied hs "SELECT fence > 0 FROM rp_acquire('oq-sole', 600000)" >"$RP_TMP/hs.txt"
 session_open s
 session_q s "SET statement_timeout = '200ms'" >/dev/null
 sql="SELECT rp_acquire('oq-held', 120000); SELECT rp_semaphore_acquire('oq-sem', 1, 120000);"
 for i in $(seq 130); do sql+=" SELECT rp_acquire('oq-$i', 120000);"; done
 kill -STOP "$rpid"
 out=$(session_q s "$sql")
+q "SELECT pg_terminate_backend($hpid)" >/dev/null
+exits "$hpid"
 kill -CONT "$rpid"
 is "$(echo "$out" | grep -c '57014')" "132" "132 acquires cut short by statement_timeout while Redis is stopped"
 cmp_ok "$(echo "$out" | grep -c 'WARNING:  53400')" -ge 1 "the worker's queue of 128 filled: WARNING (53400)"
 diag "$(echo "$out" | grep -v 57014 | sort | uniq -c)"
+wait_for 60 '[ "$(redis exists "$(key oq-sole lock)")" = 0 ]'
+is "$(redis exists "$(key oq-sole lock)") $(echo $(cat "$RP_TMP/hs.txt"))" "0 t f cut" \
+	"a backend that exited meanwhile, its release cut off: the worker takes its lease into the full queue and releases it (within 60 s, not its 600 s TTL)"
+kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+session_close hs
 session_q s "RESET statement_timeout" >/dev/null
 
 # The worker releases what was handed to it; the session releases the rest at
@@ -45,33 +86,10 @@ is "$(redis zscore "$(key oq-sem sem)" someone-else)" "99999999999999" "the sema
 is "$(session_q s "SELECT count(*) FROM rp_leases()")" "0" "the session holds nothing"
 session_close s
 
-# proxied SESSION SQL: open SESSION through a proxy to Redis (the proxy's
-# pid in $proxy, the backend's in $hpid), run SQL there, then let one more
-# command through (answered) and nothing after it: every later call of the
-# session, its release at COMMIT or at exit too, is lost on the way.
-# Prints the output of SQL and of that last command.  Not in $(...): the
-# variables are the caller's.
-proxied() {
-	local ev="$RP_TMP/$1.events" pport
-	pport=$(rp_free_port)
-	touch "$ev"
-	/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" 1 "$ev" &
-	proxy=$!
-	wait_for 30 "grep -q '^listening' '$ev'"
-	session_open "$1"
-	hpid=$(session_q "$1" "SET redis_primitives.port = $pport; SELECT pg_backend_pid()")
-	session_q "$1" "$2"
-	kill -USR1 "$proxy"
-	session_q "$1" "SELECT held FROM rp_lock_info('oq-dummy')"
-	wait_for 30 "grep -q '^forwarded' '$ev'"
-}
-# exits PID: wait until the backend PID has exited (its exit callbacks run).
-exits() { wait_for 60 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $1\")\" = 0 ]"; }
-
 # ---- a transaction's leases whose release at COMMIT Redis never got --------------
 proxied sp "BEGIN; SELECT fence > 0 FROM rp_acquire_xact('oq-x', 120000); SELECT fence > 0 FROM rp_semaphore_acquire_xact('oq-xs', 3, 120000)" >"$RP_TMP/sp.txt"
 out="$(cat "$RP_TMP/sp.txt") $(session_q sp "COMMIT" | grep -c WARNING)"
-is "$(echo $out)" "t t f 2" "an xact lock and permit held; their release at COMMIT never reaches Redis: a WARNING per kind"
+is "$(echo $out)" "t t f cut 2" "an xact lock and permit held; their release at COMMIT never reaches Redis: a WARNING per kind"
 wait_for 30 '[ "$(redis exists "$(key oq-x lock)")$(redis zcard "$(key oq-xs sem)")" = 00 ]'
 is "$(redis exists "$(key oq-x lock)")" "0" "the xact lock is released by the background worker (within 30 s, not its 120 s TTL)"
 is "$(redis zcard "$(key oq-xs sem)")" "0" "the xact permit too"
@@ -93,7 +111,7 @@ redis del "$(key oq-held lock)" "$(key oq-sem sem)" >/dev/null
 # listens on; h exits; Redis continues: the worker must release h's lease.
 dead=$(rp_free_port)
 proxied h "SELECT fence > 0 FROM rp_acquire('oq-orphan', 600000)" >"$RP_TMP/h.txt"
-is "$(echo $(cat "$RP_TMP/h.txt"))" "t f" "a backend holds a 600 s lease through a proxy that forwards nothing more"
+is "$(echo $(cat "$RP_TMP/h.txt"))" "t f cut" "a backend holds a 600 s lease through a proxy that forwards nothing more"
 kill -STOP "$rpid"
 session_open s
 session_q s "SET redis_primitives.port = $dead" >/dev/null
@@ -124,8 +142,9 @@ session_close h
 # worker, filling its queue; once the short ones' TTL has passed, a
 # backend holding a 600 s lease exits, its release lost: the worker must
 # take it, and release it once Redis answers.
-proxied h "SELECT fence > 0 FROM rp_acquire('oq-late', 600000)" >/dev/null
+proxied h "SELECT fence > 0 FROM rp_acquire('oq-late', 600000)" >"$RP_TMP/h.txt"
 session_open s
+spid=$(session_pid s)
 session_q s "SELECT held FROM rp_lock_info('oq-warm')" >/dev/null
 sql="SET statement_timeout = '50ms'; SELECT rp_acquire('oqe-head', 600000);"
 for i in $(seq 127); do sql+=" SELECT rp_acquire('oqe-$i', 1000);"; done
@@ -138,10 +157,12 @@ exits "$hpid"
 kill -CONT "$rpid"
 wait_for 60 '[ "$(redis exists "$(key oq-late lock)" "$(key oqe-head lock)")" = 0 ]'
 is "$(redis exists "$(key oq-late lock)")" "0" "a backend exiting once they expired: the worker takes its lease and releases it once Redis answers"
-is "$(redis exists "$(key oqe-head lock)")" "0" "and the live lease at the head of the queue"
+is "$(redis exists "$(key oqe-head lock)") $(echo $(cat "$RP_TMP/h.txt"))" "0 t f cut" "and the live lease at the head of the queue (the exiting backend's proxy had cut it off)"
 kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
 session_close s
 session_close h
+# s's exit releases what it still had unsettled: before the counts below.
+exits "$spid"
 
 # An acquire Redis answered with an error (OOM under maxmemory) did not
 # run: the session's next transaction end has nothing to release, and the

@@ -105,11 +105,12 @@ problems=$(psql -X -At -p "$PGPORT" -d soak -c "SELECT t, p.* FROM unnest(ARRAY[
 rp_log "soak: seed $SOAK_SEED, $SOAK_SECONDS s, history in $SOAK_OUT"
 export SOAK_SECONDS SOAK_SEED SOAK_OUT PGPORT PG2PORT REDIS_PORT RP_TMP PGHOST SOAK_SENTINELS
 export SOAK_PGBIN=$PGBIN
-$PY "$RP_ROOT/test/soak/driver.py" || { rp_log "soak: the driver failed"; exit 1; }
-# The servers' logs go with the history: a failed run on a CI machine is
-# then diagnosed from what the servers said, after $RP_TMP is gone.
-mkdir -p "$SOAK_OUT/logs"
-cp "$RP_TMP"/*.log "$SOAK_OUT/logs/" 2>/dev/null
+# The servers' logs go with the history (a failed driver's too): a failed
+# run on a CI machine is then diagnosed from what the servers said, after
+# $RP_TMP is gone.
+keep_logs() { mkdir -p "$SOAK_OUT/logs"; cp "$RP_TMP"/*.log "$SOAK_OUT/logs/" 2>/dev/null; }
+$PY "$RP_ROOT/test/soak/driver.py" || { keep_logs; rp_log "soak: the driver failed"; exit 1; }
+keep_logs
 $PY "$RP_ROOT/test/soak/check.py" "$SOAK_OUT"; rc=$?
 # The selftest re-runs the checker once per invariant: on the short runs
 # (CI), where it is cheap; SOAK_SELFTEST=1 forces it on a long one.
