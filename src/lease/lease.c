@@ -485,9 +485,15 @@ rp_unsettled_trim(void)
 										  dlist_pop_head_node(&rp_unsettled));
 
 		rp_nunsettled--;
-		if (!old->handed && old->expires_at > now)
+
+		/*
+		 * Handed over before or not, this session lets go of it now: the
+		 * worker's copy, if it still has one, was backed by this one, and
+		 * may have given its place to another lease.
+		 */
+		if (old->expires_at > now)
 			(void) rp_orphans_handoff(old->key, old->keylen, old->token,
-									  old->expires_at);
+									  old->expires_at, false);
 		rp_lease_free_strings(old);
 		pfree(old);
 	}
@@ -860,7 +866,8 @@ rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
 		for (int i = 0; i < n; i++)
 			if (!answered[i] && take[i]->expires_at > now)
 				(void) rp_orphans_handoff(take[i]->key, take[i]->keylen,
-										  take[i]->token, take[i]->expires_at);
+										  take[i]->token, take[i]->expires_at,
+										  false);
 		pfree(answered);
 	}
 	else
@@ -985,9 +992,10 @@ rp_unsettled_release(void)
 		{
 			RpLease    *u = dlist_container(RpLease, node, it.cur);
 
+			/* Backed: the entry stays here too (above). */
 			if (!u->handed && u->expires_at > now)
 				u->handed = rp_orphans_handoff(u->key, u->keylen, u->token,
-											   u->expires_at);
+											   u->expires_at, true);
 		}
 		rp_unsettled_trim();
 		return;
@@ -1161,7 +1169,7 @@ rp_exit_callback(int code, Datum arg)
 		for (int i = 0; i < n; i++)
 			if (!answered[i])
 				rp_orphans_handoff(all[i]->key, all[i]->keylen, all[i]->token,
-								   all[i]->expires_at);
+								   all[i]->expires_at, false);
 	}
 	rp_orphans_report();
 	rp_conn_reset();

@@ -17,8 +17,9 @@
  *
  * Before editing, know this: rp_orphans_handoff runs inside a backend's exit
  * callback, so it must never throw or wait: when the entries or the key
- * space are full of live leases (the expired ones make room first), the
- * lease is dropped with a WARNING, and the TTL is the safety net.
+ * space are full of live leases (expired ones make room first, and for a
+ * lease nobody else will release, those whose backends will), the lease is
+ * dropped with a WARNING, and the TTL is the safety net.
  *
  *-------------------------------------------------------------------------
  */
@@ -50,6 +51,7 @@ typedef struct RpOrphan
 	uint32		keylen;
 	char		token[RP_ORPHAN_TOKEN_MAX];
 	TimestampTz expires_at;
+	bool		backed;			/* its backend releases it too (orphans.h) */
 } RpOrphan;
 
 typedef struct RpOrphanQueue
@@ -130,15 +132,12 @@ rp_orphans_fits(size_t keylen)
 }
 
 /*
- * Drop the entries past their deadline, in one pass that keeps the rest in
- * order, their keys end to end: Redis has let those leases go.  The worker
- * drops them too, but in queue order, and stops at the first lease Redis
- * does not answer: while Redis is down, a live lease at the head would keep
- * every expired one behind it in its place, and a live lease handed over
- * then would find no room.  Caller holds the lock exclusively.
+ * Remove the entries marked in drop, in one pass that keeps the rest in
+ * order, their keys end to end (no memmove per entry under the lock in an
+ * exit callback).  Caller holds the lock exclusively.
  */
 static void
-rp_orphans_prune(TimestampTz now)
+rp_orphans_compact(const bool *drop)
 {
 	int			kept = 0;
 	uint32		used = 0;
@@ -147,7 +146,7 @@ rp_orphans_prune(TimestampTz now)
 	{
 		RpOrphan	o = rp_queue->entries[i];
 
-		if (o.expires_at <= now)
+		if (drop[i])
 			continue;
 		/* Keys lie in entry order: this one never moves up. */
 		if (o.keyoff != used)
@@ -160,9 +159,95 @@ rp_orphans_prune(TimestampTz now)
 	rp_queue->keyused = used;
 }
 
+/*
+ * Make room for a key of keylen bytes in a full queue; true when there is
+ * room now.  First the entries past their deadline go: Redis has let those
+ * leases go.  The worker drops them too, but in queue order, and stops at
+ * the first lease Redis does not answer: while Redis is down, a live lease
+ * at the head would keep every expired one behind it in its place.  Then,
+ * for a lease nobody else will release (!backed), backed entries go, the
+ * nearest their end first: their backends release those themselves once
+ * Redis answers (or hand them over again, unbacked, at exit).  A backed
+ * entry never displaces another.  Caller holds the lock exclusively.
+ */
+static bool
+rp_orphans_make_room(size_t keylen, bool backed)
+{
+	bool		drop[RP_ORPHAN_SLOTS];
+	TimestampTz now = GetCurrentTimestamp();
+	int			slots = RP_ORPHAN_SLOTS - rp_queue->n;
+	uint64		bytes = RP_ORPHAN_KEY_SPACE - rp_queue->keyused;
+	int			nbacked = 0;
+	uint64		backed_bytes = 0;
+
+	for (int i = 0; i < rp_queue->n; i++)
+	{
+		RpOrphan   *o = &rp_queue->entries[i];
+
+		drop[i] = o->expires_at <= now;
+		if (drop[i])
+		{
+			slots++;
+			bytes += o->keylen;
+		}
+		else if (o->backed)
+		{
+			nbacked++;
+			backed_bytes += o->keylen;
+		}
+	}
+	/* Displace only when that makes room: never in vain. */
+	if (!backed && !(slots >= 1 && bytes >= keylen) &&
+		slots + nbacked >= 1 && bytes + backed_bytes >= keylen)
+	{
+		while (!(slots >= 1 && bytes >= keylen))
+		{
+			int			first = -1;
+
+			for (int i = 0; i < rp_queue->n; i++)
+			{
+				RpOrphan   *o = &rp_queue->entries[i];
+
+				if (!drop[i] && o->backed &&
+					(first < 0 || o->expires_at < rp_queue->entries[first].expires_at))
+					first = i;
+			}
+			if (first < 0)
+				break;			/* cannot happen: checked above */
+			drop[first] = true;
+			slots++;
+			bytes += rp_queue->entries[first].keylen;
+		}
+	}
+	rp_orphans_compact(drop);
+	return rp_orphans_fits(keylen);
+}
+
+/*
+ * The lease handed over is queued already (its backend handed it over,
+ * backed, at an earlier transaction end): true, and it is no longer backed
+ * unless this hand-off is too.  Caller holds the lock exclusively.
+ */
+static bool
+rp_orphans_requeue(const char *key, size_t keylen, const char *token, bool backed)
+{
+	for (int i = 0; i < rp_queue->n; i++)
+	{
+		RpOrphan   *o = &rp_queue->entries[i];
+
+		if (strcmp(o->token, token) == 0 && o->keylen == keylen &&
+			memcmp(rp_queue->keys + o->keyoff, key, keylen) == 0)
+		{
+			o->backed = o->backed && backed;
+			return true;
+		}
+	}
+	return false;
+}
+
 bool
 rp_orphans_handoff(const char *key, size_t keylen, const char *token,
-				   TimestampTz expires_at)
+				   TimestampTz expires_at, bool backed)
 {
 	ProcNumber	worker = INVALID_PROC_NUMBER;
 	bool		queued = false;
@@ -170,9 +255,8 @@ rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 	if (rp_queue == NULL)
 		return false;			/* not preloaded: no worker (orphans.h) */
 	LWLockAcquire(rp_queue->lock, LW_EXCLUSIVE);
-	if (!rp_orphans_fits(keylen))
-		rp_orphans_prune(GetCurrentTimestamp());
-	if (rp_orphans_fits(keylen))
+	queued = rp_orphans_requeue(key, keylen, token, backed);
+	if (!queued && (rp_orphans_fits(keylen) || rp_orphans_make_room(keylen, backed)))
 	{
 		RpOrphan   *o = &rp_queue->entries[rp_queue->n++];
 
@@ -182,6 +266,7 @@ rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 		rp_queue->keyused += (uint32) keylen;
 		strlcpy(o->token, token, sizeof(o->token));
 		o->expires_at = expires_at;
+		o->backed = backed;
 		queued = true;
 	}
 	worker = rp_queue->worker;

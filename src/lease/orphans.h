@@ -24,10 +24,15 @@ extern void rp_orphans_shmem_startup(void);
 /*
  * Queue (key, token) for release by the worker; false when there is no
  * queue, or it is full (128 leases, or 256 kB of keys: then a WARNING says
- * so).  A key of any length fits while there is room.  Never throws.
+ * so).  A key of any length fits while there is room.  backed: the caller
+ * keeps the lease too, and releases it itself once Redis answers (an
+ * unsettled acquire at a transaction end); in a full queue such an entry
+ * gives its place to a lease handed over by a caller that keeps nothing
+ * (an exit, a release at transaction end).  Never throws.
  */
 extern bool rp_orphans_handoff(const char *key, size_t keylen,
-							   const char *token, TimestampTz expires_at);
+							   const char *token, TimestampTz expires_at,
+							   bool backed);
 
 /*
  * The queue-full WARNING still owed for refused hand-offs (never throws
