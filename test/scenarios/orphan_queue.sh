@@ -53,18 +53,27 @@ proxied() {
 exits() { wait_for 60 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $1\")\" = 0 ]"; }
 
 # A backend whose lease is handed over at its exit is that lease's last
-# word: the session that cut its acquires short still has them, and
-# releases them itself at its next transaction end after Redis answers.
-# So a lease held must find a place in a queue those acquires filled.
+# word: the session that cut its acquires short still has them, and offers
+# them again at its next transaction end (releases them itself once Redis
+# answered it).  So a lease held must find a place in a queue those
+# acquires filled.
 proxied hs "SELECT fence > 0 FROM rp_acquire('oq-sole', 600000)" >"$RP_TMP/hs.txt"
 session_open s
 session_q s "SET statement_timeout = '200ms'" >/dev/null
-sql="SELECT rp_acquire('oq-held', 120000); SELECT rp_semaphore_acquire('oq-sem', 1, 120000);"
-for i in $(seq 130); do sql+=" SELECT rp_acquire('oq-$i', 120000);"; done
+# oq-2's TTL is the shortest: the place it takes is the one given away
+# below (the nearest its end).  Not oq-1's: the worker, asking Redis about
+# the head of its queue, leaves that release in Redis' socket, and Redis
+# runs it when it runs again.
+sql=
+for i in $(seq 130); do sql+=" SELECT rp_acquire('oq-$i', $([ $i = 2 ] && echo 300000 || echo 600000));"; done
+sql+=" SELECT rp_acquire('oq-held', 600000); SELECT rp_semaphore_acquire('oq-sem', 1, 600000);"
 kill -STOP "$rpid"
 out=$(session_q s "$sql")
 q "SELECT pg_terminate_backend($hpid)" >/dev/null
 exits "$hpid"
+# The worker's pass over its queue as it was (oq-2 in it) ends within its
+# 500 ms wait on the stopped Redis; only the next pass starts at CONT.
+sleep 2
 kill -CONT "$rpid"
 is "$(echo "$out" | grep -c '57014')" "132" "132 acquires cut short by statement_timeout while Redis is stopped"
 cmp_ok "$(echo "$out" | grep -c 'WARNING:  53400')" -ge 1 "the worker's queue of 128 filled: WARNING (53400)"
@@ -74,13 +83,18 @@ is "$(redis exists "$(key oq-sole lock)") $(echo $(cat "$RP_TMP/hs.txt"))" "0 t 
 	"a backend that exited meanwhile, its release cut off: the worker takes its lease into the full queue and releases it (within 60 s, not its 600 s TTL)"
 kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
 session_close hs
-session_q s "RESET statement_timeout" >/dev/null
 
-# The worker releases what was handed to it; the session releases the rest at
-# its first transaction end after Redis answers one of its lock calls.
-session_q s "SELECT held FROM rp_lock_info('oq-other')" >/dev/null
+# Redis granted every acquire once it ran again; the worker released those
+# it took (oq-1, oq-3 to oq-128).  The rest the session still has: oq-2,
+# whose place the exiting backend's lease took, and those the full queue
+# refused.  Its next transaction, a plain one (no lock call: Redis has not
+# answered the session since), offers them all to the worker again, and
+# they are released.
+session_q s "SELECT 1" >/dev/null
 wait_for 60 '[ "$(redis exists $keys)" = 0 ]'
-is "$(redis exists $keys)" "0" "none of the 130 locks asked for is left in Redis"
+is "$(redis exists $keys)" "0" "none of the 130 locks asked for is left in Redis, oq-2 whose place was taken included, with no lock call of the session"
+session_q s "RESET statement_timeout" >/dev/null
+session_q s "SELECT held FROM rp_lock_info('oq-other')" >/dev/null
 is "$(redis get "$(key oq-held lock)")" "someone-else" "the lock another holder held is still its"
 is "$(redis zscore "$(key oq-sem sem)" someone-else)" "99999999999999" "the semaphore permit another holder held is still its"
 is "$(session_q s "SELECT count(*) FROM rp_leases()")" "0" "the session holds nothing"
@@ -138,7 +152,7 @@ session_close h
 # stops at the first lease Redis does not answer: a live one at the head
 # keeps the expired ones behind it in their places.  Those must give way
 # to a live lease handed over later, not keep it out.  A backend holding
-# one lease of 600 s and 127 of 5 s exits while Redis is stopped: its exit
+# one lease of 600 s and 127 of 10 s exits while Redis is stopped: its exit
 # release times out and hands all 128 to the worker, filling its queue
 # with leases nobody else will release.  Once the short ones' TTL has
 # passed, a backend holding a 600 s lease exits, its release lost: the
@@ -146,15 +160,15 @@ session_close h
 proxied h "SELECT fence > 0 FROM rp_acquire('oq-late', 600000)" >"$RP_TMP/h.txt"
 session_open m
 mpid=$(session_pid m)
-out=$(session_q m "SELECT fence > 0 FROM rp_acquire('oqe-head', 600000); SELECT count(*) FROM generate_series(1, 127) i, rp_acquire('oqe-' || i, 5000) l WHERE l.fence > 0")
-short_end=$(( $(now_ms) + 5000 ))	# the 5 s ones are past their TTL by then
+out=$(session_q m "SELECT fence > 0 FROM rp_acquire('oqe-head', 600000); SELECT count(*) FROM generate_series(1, 127) i, rp_acquire('oqe-' || i, 10000) l WHERE l.fence > 0")
+short_end=$(( $(now_ms) + 10000 ))	# the 10 s ones are past their TTL by then
 log0=$(( $(stat -c %s "$RP_TMP/pg.log") + 1 ))	# this block's part of the server log
 kill -STOP "$rpid"
 q "SELECT pg_terminate_backend($mpid)" >/dev/null
 exits "$mpid"
 session_close m
 handed=$(tail -c +"$log0" "$RP_TMP/pg.log" | grep -c 'could not release 128 Redis lease')
-is "$(echo $out) $handed" "t 127 1" "a backend holding one lease of 600 s and 127 of 5 s exits while Redis is stopped: all 128 handed over"
+is "$(echo $out) $handed" "t 127 1" "a backend holding one lease of 600 s and 127 of 10 s exits while Redis is stopped: all 128 handed over"
 wait_for 30 '[ "$(now_ms)" -gt "$short_end" ]'
 q "SELECT pg_terminate_backend($hpid)" >/dev/null
 exits "$hpid"
