@@ -92,6 +92,9 @@ static uint64 rp_seq = 0;
  */
 static dlist_head rp_unsettled = DLIST_STATIC_INIT(rp_unsettled);
 static int	rp_nunsettled = 0;
+
+/* rp_orphans_displaced() when the unsettled list was last offered. */
+static uint32 rp_handed_gen = 0;
 static bool rp_redis_answered = true;	/* no lock call has timed out since */
 
 /*
@@ -488,8 +491,7 @@ rp_unsettled_trim(void)
 
 		/*
 		 * Handed over before or not, this session lets go of it now: the
-		 * worker's copy, if it still has one, was backed by this one, and
-		 * may have given its place to another lease.
+		 * worker's copy, if it has one, was backed by this one.
 		 */
 		if (old->expires_at > now)
 			(void) rp_orphans_handoff(old->key, old->keylen, old->token,
@@ -968,11 +970,15 @@ rp_verify_at_commit(void)
  * Redis has answered a lock call since they were recorded.  Until then (a
  * cancel or statement_timeout landed in the middle of a round trip, or Redis
  * did not answer) the transaction does not wait on Redis: each live entry is
- * handed, once, to the background worker, which releases it by
- * compare-and-delete in its own time (a semaphore waiter's place leaves the
- * queue then, not a heartbeat later).  The entry stays here too, for the
- * first transaction end after Redis answers: the command in flight may run
- * after the worker's release.  Never throws.
+ * handed to the background worker, which releases it by compare-and-delete
+ * in its own time (a semaphore waiter's place leaves the queue then, not a
+ * heartbeat later).  The entry stays here too, for the first transaction
+ * end after Redis answers: the command in flight may run after the worker's
+ * release.  So the worker's copy is backed by this one (orphans.h), and may
+ * give its place to a lease nobody else will release: until then a
+ * transaction end offers it again when the queue did not take it, or gave
+ * its place away (looked up only when the queue has given backed places
+ * away since the last look, rp_handed_gen).  Never throws.
  */
 static void
 rp_unsettled_release(void)
@@ -988,15 +994,19 @@ rp_unsettled_release(void)
 
 	if (!rp_redis_answered)
 	{
+		uint32		gen = rp_orphans_displaced();
+
 		dlist_foreach_modify(it, &rp_unsettled)
 		{
 			RpLease    *u = dlist_container(RpLease, node, it.cur);
 
-			/* Backed: the entry stays here too (above). */
-			if (!u->handed && u->expires_at > now)
+			if (u->expires_at > now &&
+				(!u->handed ||
+				 (gen != rp_handed_gen && rp_orphans_was_displaced(u->token))))
 				u->handed = rp_orphans_handoff(u->key, u->keylen, u->token,
 											   u->expires_at, true);
 		}
+		rp_handed_gen = gen;
 		rp_unsettled_trim();
 		return;
 	}

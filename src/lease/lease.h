@@ -70,8 +70,9 @@ typedef struct RpLease
 								 * (rp_lease_this_xact) */
 	uint64		seq;			/* order of acquisition, for rp_leases() */
 	int			tries;			/* unsettled only: answered release attempts */
-	bool		handed;			/* unsettled only: given to the background
-								 * worker to release (rp_unsettled_release) */
+	bool		handed;			/* unsettled only: taken, backed, by the
+								 * background worker's queue (as of
+								 * rp_handed_gen: rp_unsettled_release) */
 	dlist_node	node;			/* unsettled: in the unsettled list; granted:
 								 * among its name's leases */
 	dlist_node	all;			/* granted: among all, oldest first */

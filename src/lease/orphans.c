@@ -26,6 +26,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "port/atomics.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
@@ -58,6 +59,9 @@ typedef struct RpOrphanQueue
 {
 	LWLock	   *lock;
 	ProcNumber	worker;			/* INVALID_PROC_NUMBER while no worker runs */
+	pg_atomic_uint32 displaced;	/* backed entries given away so far */
+	/* the tokens of the last RP_ORPHAN_SLOTS given away, a ring */
+	char		gone[RP_ORPHAN_SLOTS][RP_ORPHAN_TOKEN_MAX];
 	int			n;				/* entries[0 .. n) are queued */
 	uint32		keyused;		/* keys[0 .. keyused) are theirs, in order */
 	RpOrphan	entries[RP_ORPHAN_SLOTS];
@@ -86,6 +90,7 @@ rp_orphans_shmem_startup(void)
 		memset(rp_queue, 0, sizeof(RpOrphanQueue));
 		rp_queue->lock = &(GetNamedLWLockTranche("redis_primitives orphans"))->lock;
 		rp_queue->worker = INVALID_PROC_NUMBER;
+		pg_atomic_init_u32(&rp_queue->displaced, 0);
 	}
 }
 
@@ -179,6 +184,7 @@ rp_orphans_make_room(size_t keylen, bool backed)
 	uint64		bytes = RP_ORPHAN_KEY_SPACE - rp_queue->keyused;
 	int			nbacked = 0;
 	uint64		backed_bytes = 0;
+	bool		any = false;
 
 	for (int i = 0; i < rp_queue->n; i++)
 	{
@@ -187,6 +193,7 @@ rp_orphans_make_room(size_t keylen, bool backed)
 		drop[i] = o->expires_at <= now;
 		if (drop[i])
 		{
+			any = true;
 			slots++;
 			bytes += o->keylen;
 		}
@@ -214,12 +221,17 @@ rp_orphans_make_room(size_t keylen, bool backed)
 			}
 			if (first < 0)
 				break;			/* cannot happen: checked above */
-			drop[first] = true;
+			drop[first] = any = true;
+			strlcpy(rp_queue->gone[pg_atomic_read_u32(&rp_queue->displaced) % RP_ORPHAN_SLOTS],
+					rp_queue->entries[first].token, RP_ORPHAN_TOKEN_MAX);
+			pg_atomic_fetch_add_u32(&rp_queue->displaced, 1);
 			slots++;
 			bytes += rp_queue->entries[first].keylen;
 		}
 	}
-	rp_orphans_compact(drop);
+	/* Nothing to drop: a full queue refuses at the cost of one scan. */
+	if (any)
+		rp_orphans_compact(drop);
 	return rp_orphans_fits(keylen);
 }
 
@@ -289,6 +301,26 @@ rp_orphans_handoff(const char *key, size_t keylen, const char *token,
 	else if (worker != INVALID_PROC_NUMBER)
 		SetLatch(&GetPGProcByNumber(worker)->procLatch);
 	return queued;
+}
+
+uint32
+rp_orphans_displaced(void)
+{
+	return rp_queue == NULL ? 0 : pg_atomic_read_u32(&rp_queue->displaced);
+}
+
+bool
+rp_orphans_was_displaced(const char *token)
+{
+	bool		found = false;
+
+	if (rp_queue == NULL)
+		return false;
+	LWLockAcquire(rp_queue->lock, LW_SHARED);
+	for (int i = 0; i < RP_ORPHAN_SLOTS && !found; i++)
+		found = strcmp(rp_queue->gone[i], token) == 0;
+	LWLockRelease(rp_queue->lock);
+	return found;
 }
 
 /* Remove entry i, closing the gap its key leaves.  Caller holds the lock. */
@@ -367,7 +399,8 @@ rp_orphans_drain(void)
 			break;				/* Redis does not answer: try again later */
 		/*
 		 * Entries may have moved down, and this one may be gone: a
-		 * hand-off that found the queue full dropped the expired ones.
+		 * hand-off that found the queue full dropped it (expired, or
+		 * backed and given away).
 		 */
 		LWLockAcquire(rp_queue->lock, LW_EXCLUSIVE);
 		for (int j = 0; j < rp_queue->n; j++)

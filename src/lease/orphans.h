@@ -35,6 +35,19 @@ extern bool rp_orphans_handoff(const char *key, size_t keylen,
 							   bool backed);
 
 /*
+ * How many backed entries the queue has given away so far (0 without a
+ * queue): a backend whose backed hand-off was taken need look again only
+ * once this has moved.  Lock-free.
+ */
+extern uint32 rp_orphans_displaced(void);
+
+/*
+ * Whether the entry of token is among the last 128 backed entries the
+ * queue gave away: its backend offers it again.  Never throws.
+ */
+extern bool rp_orphans_was_displaced(const char *token);
+
+/*
  * The queue-full WARNING still owed for refused hand-offs (never throws
  * but for the WARNING itself): at transaction end and exit.
  */
