@@ -1317,6 +1317,16 @@ rp_lease_redis_answered(bool answered)
 	rp_redis_answered = answered;
 }
 
+void
+rp_lease_attempt_failed(RpLease **pending, int n, bool keep, const RpStatus *st)
+{
+	if (!keep && (!st->sent || st->answered))
+		for (int i = 0; i < n; i++)
+			rp_unsettled_forget(pending[i]);
+	rp_redis_answered = st->answered;
+	rp_status_raise(st);
+}
+
 RpLease *
 rp_lease_settle(RpLease *pending, int64 fence, bool xact, bool verify)
 {

@@ -153,6 +153,15 @@ extern RpLease *rp_lease_pending(const char *name, size_t namelen, RpLeaseKind k
 								 const char *token, TimestampTz expires_at);
 extern RpLease *rp_lease_settle(RpLease *pending, int64 fence, bool xact, bool verify);
 extern void rp_lease_pending_forget(RpLease *pending);
+/*
+ * An acquire's command failed (st, from rp_eval_try): its n pending entries
+ * are forgotten when it cannot have run (never sent, or answered with an
+ * error by Redis) unless keep (an earlier attempt's effect, a waiter's place,
+ * may still be in Redis for the abort to undo); otherwise they stay for the
+ * transaction end or the exit to release.  Then the failure is raised.
+ */
+pg_noreturn extern void rp_lease_attempt_failed(RpLease **pending, int n, bool keep,
+												const RpStatus *st);
 /* The deadline a pending entry will be settled with (its grant's). */
 extern void rp_lease_pending_deadline(RpLease *pending, TimestampTz expires_at);
 

@@ -72,7 +72,8 @@ rp_lock_init(void)
  * with *u still unsettled (the caller settles it), or 0 when the lock is
  * held by someone else (u forgotten).  On failure u is forgotten only when
  * the command cannot have run (never sent, or refused by Redis); otherwise
- * it stays for the transaction end or the backend exit to release.
+ * it stays for the transaction end or the backend exit to release
+ * (rp_lease_attempt_failed).
  */
 static int64
 rp_try_acquire(const char *name, size_t namelen, const char *token,
@@ -95,11 +96,10 @@ rp_try_acquire(const char *name, size_t namelen, const char *token,
 	if (!rp_eval_try(&rp_script_lock_acquire, 2, keys, 3, argv,
 					 rp_command_timeout_ms, &r, &st))
 	{
-		if (!st.sent || st.answered)
-			rp_lease_pending_forget(*u);
-		rp_lease_redis_answered(st.answered);
+		RpLease    *pending = *u;
+
 		*u = NULL;
-		rp_status_raise(&st);
+		rp_lease_attempt_failed(&pending, 1, false, &st);
 	}
 	rp_lease_redis_answered(true);
 	if (rp_reply_is_nil(r))
@@ -438,13 +438,7 @@ rp_try_acquire_all(int n, const char **name, const size_t *len,
 
 	if (!rp_eval_try(&rp_script_lock_acquire_all, 2 * n, keys, 2 + n, argv,
 					 rp_command_timeout_ms, &r, &st))
-	{
-		if (!st.sent || st.answered)
-			for (int i = 0; i < n; i++)
-				rp_lease_pending_forget(u[i]);
-		rp_lease_redis_answered(st.answered);
-		rp_status_raise(&st);
-	}
+		rp_lease_attempt_failed(u, n, false, &st);
 	rp_lease_redis_answered(true);
 	if (rp_reply_is_nil(r))
 	{

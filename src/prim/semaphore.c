@@ -76,7 +76,7 @@ rp_semaphore_init(void)
  * refused.  On failure pending is forgotten when the command cannot have
  * run (never sent, or answered with an error), unless placed: an earlier
  * attempt of the same token was sent, and its place in the queue may still
- * be there for the abort to release.
+ * be there for the abort to release (rp_lease_attempt_failed).
  */
 static int64
 rp_sem_try(const char *name, size_t namelen, const char *token, int32 permits,
@@ -98,12 +98,7 @@ rp_sem_try(const char *name, size_t namelen, const char *token, int32 permits,
 	argv[4] = rp_arg_int(RP_SEM_HEARTBEAT_MS);
 	if (!rp_eval_try(&rp_script_semaphore_acquire, 4, keys, 5, argv,
 					 rp_command_timeout_ms, &r, &st))
-	{
-		if (!placed && (!st.sent || st.answered))
-			rp_lease_pending_forget(pending);
-		rp_lease_redis_answered(st.answered);
-		rp_status_raise(&st);
-	}
+		rp_lease_attempt_failed(&pending, 1, placed, &st);
 	rp_lease_redis_answered(true);
 	if (rp_reply_is_nil(r))
 		return 0;
