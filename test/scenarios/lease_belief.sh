@@ -100,16 +100,6 @@ wait_for 30 '[ "$(q "SELECT (rp_lock_info('"'tb-2'"')).held")" = f ]'
 is "$(session_q sa "INSERT INTO tb_account VALUES (2)")" "ERROR:  RP004" \
 	"a lease shortened by token from another connection: A's write after the new deadline is refused (RP004)"
 session_q sa "ROLLBACK" >/dev/null
-# start_proxy EVENTS HOLD_MS: a fresh test/t/delay_proxy.py to Redis on
-# $pport (pid in $proxy), which after SIGUSR1 runs one more command in
-# Redis and holds its reply back HOLD_MS.
-start_proxy() {
-	pport=$(rp_free_port)
-	: >"$1"
-	/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" "$2" "$1" &
-	proxy=$!
-	wait_for 30 "grep -q '^listening' '$1'"
-}
 
 # Two extends by token race: C's (to 60 s) runs in Redis first, its reply
 # held back by the proxy; D's (to 300 ms) runs after it and is told to A

@@ -49,7 +49,7 @@ q "SET client_min_messages = warning" "DROP TABLE IF EXISTS obs_naive_locks" \
 	"CREATE TABLE obs_naive_locks (pid int, name text)" >/dev/null
 session_q obsh "SELECT rp_acquire('doomed', 30000) IS NOT NULL; INSERT INTO obs_naive_locks VALUES (pg_backend_pid(), 'doomed')" >/dev/null
 q "SELECT pg_terminate_backend($hpid)" >/dev/null
-wait_for 30 '[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $hpid")" = 0 ]'
+backend_gone "$hpid"
 is "$(q "SELECT count(*) FROM rp_locks WHERE pid = $hpid OR name = 'doomed'")" "0" \
 	"pg_terminate_backend (FATAL): the backend's rows are gone with it"
 is "$(q "SELECT count(*) FROM obs_naive_locks l WHERE NOT EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = l.pid)")" "1" \

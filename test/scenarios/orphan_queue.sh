@@ -34,11 +34,7 @@ redis zadd "$(key oq-sem sem)" 99999999999999 someone-else >/dev/null
 # the variables are the caller's.
 proxied() {
 	local ev="$RP_TMP/$1.events" pport
-	pport=$(rp_free_port)
-	touch "$ev"
-	/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" 1 "$ev" &
-	proxy=$!
-	wait_for 30 "grep -q '^listening' '$ev'"
+	start_proxy "$ev" 1
 	session_open "$1"
 	# That command's script is loaded first: a NOSCRIPT reply would take
 	# the EVAL after it, which the proxy drops.
@@ -49,8 +45,6 @@ proxied() {
 	session_q "$1" "SELECT held FROM rp_lock_info('oq-dummy')"
 	wait_for 30 "grep -q '^forwarded' '$ev'" && echo cut
 }
-# exits PID: wait until the backend PID has exited (its exit callbacks run).
-exits() { wait_for 60 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $1\")\" = 0 ]"; }
 
 # A backend whose lease is handed over at its exit is that lease's last
 # word: the session that cut its acquires short still has them, and offers
@@ -70,7 +64,7 @@ sql+=" SELECT rp_acquire('oq-held', 600000); SELECT rp_semaphore_acquire('oq-sem
 kill -STOP "$rpid"
 out=$(session_q s "$sql")
 q "SELECT pg_terminate_backend($hpid)" >/dev/null
-exits "$hpid"
+backend_gone "$hpid" 60
 # The worker's pass over its queue as it was (oq-2 in it) ends within its
 # 500 ms wait on the stopped Redis; only the next pass starts at CONT.
 sleep 2
@@ -139,7 +133,7 @@ out=$(session_q s "$sql")
 is "$(echo "$out" | grep -c '08001')" "300" "300 acquires (180 of semaphore permits) refused a connection while Redis is stopped"
 is "$(echo "$out" | grep -c 'WARNING:  53400')" "0" "none of them is handed to the worker: its queue is not filled (no WARNING 53400)"
 q "SELECT pg_terminate_backend($hpid)" >/dev/null
-exits "$hpid"
+backend_gone "$hpid" 60
 kill -CONT "$rpid"
 wait_for 60 '[ "$(redis exists "$(key oq-orphan lock)")" = 0 ]'
 is "$(redis exists "$(key oq-orphan lock)")" "0" "the backend that exited meanwhile: the worker releases its lease once Redis answers (within 60 s, not its 600 s TTL)"
@@ -165,13 +159,13 @@ short_end=$(( $(now_ms) + 10000 ))	# the 10 s ones are past their TTL by then
 log0=$(( $(stat -c %s "$RP_TMP/pg.log") + 1 ))	# this block's part of the server log
 kill -STOP "$rpid"
 q "SELECT pg_terminate_backend($mpid)" >/dev/null
-exits "$mpid"
+backend_gone "$mpid" 60
 session_close m
 handed=$(tail -c +"$log0" "$RP_TMP/pg.log" | grep -c 'could not release 128 Redis lease')
 is "$(echo $out) $handed" "t 127 1" "a backend holding one lease of 600 s and 127 of 10 s exits while Redis is stopped: all 128 handed over"
 wait_for 30 '[ "$(now_ms)" -gt "$short_end" ]'
 q "SELECT pg_terminate_backend($hpid)" >/dev/null
-exits "$hpid"
+backend_gone "$hpid" 60
 kill -CONT "$rpid"
 wait_for 60 '[ "$(redis exists "$(key oq-late lock)" "$(key oqe-head lock)")" = 0 ]'
 is "$(redis exists "$(key oq-late lock)")" "0" "a backend exiting once they expired: the worker takes its lease and releases it once Redis answers"

@@ -121,7 +121,7 @@ session_open e
 pid=$(session_pid e)
 lost_many e rc-e
 q "SELECT pg_terminate_backend($pid)" >/dev/null
-wait_for 30 '[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid")" = 0 ]'
+backend_gone "$pid"
 ok $? "terminated while idle after 300 lost releases: the backend exits"
 wait_for 20 '[ "$(left rc-e)" = 0 ]'
 is "$(left rc-e)" "0" "and none of its 300 leases is left in Redis"
@@ -137,7 +137,7 @@ lost_many t rc-t
 mark=$(stat -c %s "$RP_TMP/pg.log")
 redis client pause 20000 write >/dev/null
 q "SELECT pg_terminate_backend($pid)" >/dev/null
-wait_for 30 '[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid")" = 0 ]'
+backend_gone "$pid"
 ok $? "terminated while Redis pauses writes, 300 leases to hand off: the backend exits"
 redis client unpause >/dev/null
 session_close t

@@ -167,6 +167,23 @@ session_close() {
 	rm -f "$RP_TMP/$1".{in,out,pid}
 }
 
+# backend_gone PID [SECONDS]: wait (30 s by default) until backend PID has
+# left pg_stat_activity, its exit callbacks run; false when it has not.
+backend_gone() {
+	wait_for "${2:-30}" "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $1\")\" = 0 ]"
+}
+
+# start_proxy EVENTS HOLD_MS: a fresh test/t/delay_proxy.py to Redis on
+# $pport (pid in $proxy), which after SIGUSR1 runs one more command in
+# Redis and holds its reply back HOLD_MS; it writes what it does to EVENTS.
+start_proxy() {
+	pport=$(rp_free_port)
+	: >"$1"
+	/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" "$2" "$1" &
+	proxy=$!
+	wait_for 30 "grep -q '^listening' '$1'"
+}
+
 # terminate_mid_call PORT SESSION SQL LIKE: stop the Redis at PORT
 # (SIGSTOP), send SQL on the open SESSION, wait until its backend ($pid)
 # waits for the answer (wait_event Reply, its query LIKE the pattern),
@@ -184,7 +201,7 @@ terminate_mid_call() {
 	wait_for 30 "waited=\$(q \"SELECT state || ' ' || wait_event FROM pg_stat_activity WHERE pid = $pid AND wait_event = '$(wait_event Reply)' AND query LIKE '$4'\"); [ -n \"\$waited\" ]" ||
 		waited="not seen waiting"
 	q "SELECT pg_terminate_backend($pid)" >/dev/null
-	wait_for 30 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid\")\" = 0 ]" || waited="backend not gone"
+	backend_gone "$pid" || waited="backend not gone"
 	kill -CONT "$rpid"; t=$(now_ms)
 }
 
