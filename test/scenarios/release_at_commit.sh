@@ -18,9 +18,11 @@
 #   backend exit, 300 of them too (more than the session keeps: the rest go
 #   to the background worker), and the call that finds them is not harmed,
 #   nor a terminated backend kept from exiting; dropped, each would be
-#   held until its TTL (60 s here).
+#   held until its TTL (60 s here);
+# - a release Redis answers with an error (NOPERM, READONLY, OOM) is not
+#   taken as done either: the lease is released again after the next call.
 source "$(dirname "$0")/tap.bash"
-plan 23
+plan 25
 
 is "$(q "SHOW redis_primitives.release_at_commit")" "wait" "the default is wait"
 lock() { redis exists "$(q "SELECT rp_test.key('$1', 'lock')")"; }
@@ -79,6 +81,31 @@ is "$(lock rc-n)" "1" "the release sent at COMMIT was lost with its connection: 
 session_q s "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
 wait_for 10 '[ "$(lock rc-n)" = 0 ]'
 is "$(lock rc-n)" "0" "the next call found the release lost; it was released again (not left to its TTL)"
+
+# A release Redis answers with an error: here NOPERM (the connection's user
+# may no longer run scripts); a READONLY after a failover, an OOM or a
+# script's error reply take the same path. The reply is read by the next
+# call, and the lease, still there, is released again at that call's end.
+# Taken as done, it would be held until its TTL (60 s here). A session of
+# its own: s still keeps rc-n for a second release at a transaction end,
+# which waits for Redis.
+session_open e
+session_q e "SET redis_primitives.release_at_commit = send" >/dev/null
+session_q e "BEGIN; SELECT rp_acquire_xact('rc-e', 60000)" >/dev/null
+redis client pause 20000 write >/dev/null
+out=$(session_q e "COMMIT")
+redis acl setuser default -@scripting >/dev/null
+redis client unpause >/dev/null
+# The release is sent as EVAL; its refusal is counted once Redis read it.
+refused() { redis info commandstats | grep '^cmdstat_eval:' | grep -o 'rejected_calls=[0-9]*'; }
+wait_for 10 '[ "$(refused)" = rejected_calls=1 ]'
+redis acl setuser default +@all >/dev/null
+is "$out $(refused) $(lock rc-e)" " rejected_calls=1 1" \
+	"the release sent at COMMIT (no WARNING) was refused with NOPERM: the lease is still there"
+session_q e "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
+wait_for 10 '[ "$(lock rc-e)" = 0 ]'
+is "$(lock rc-e)" "0" "the next call read the refusal; the lease was released again (not left to its TTL)"
+session_close e
 
 # The same at backend exit, in a session with nothing unsettled (the
 # release of what is unsettled at a transaction end waits for Redis, and
