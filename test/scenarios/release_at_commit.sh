@@ -20,9 +20,11 @@
 #   nor a terminated backend kept from exiting; dropped, each would be
 #   held until its TTL (60 s here);
 # - a release Redis answers with an error (NOPERM, READONLY, OOM) is not
-#   taken as done either: the lease is released again after the next call.
+#   taken as done either: the lease is released again after the next call;
+# - that second release, and the next transaction end's, are sent too: a
+#   COMMIT then does not wait for a Redis that runs no writes.
 source "$(dirname "$0")/tap.bash"
-plan 25
+plan 27
 
 is "$(q "SHOW redis_primitives.release_at_commit")" "wait" "the default is wait"
 lock() { redis exists "$(q "SELECT rp_test.key('$1', 'lock')")"; }
@@ -82,13 +84,28 @@ session_q s "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
 wait_for 10 '[ "$(lock rc-n)" = 0 ]'
 is "$(lock rc-n)" "0" "the next call found the release lost; it was released again (not left to its TTL)"
 
+# That lease is released a second time at a later transaction end (an
+# unsettled one is released twice: a command still in flight may land after
+# the first). With send, that release is sent too: a COMMIT under a Redis
+# that runs no writes still returns at once, with no WARNING. Waited for,
+# it took 1 s here (command_timeout twice) and warned 08006.
+session_q s "BEGIN; SELECT rp_acquire_xact('rc-s', 60000)" >/dev/null
+redis client pause 20000 write >/dev/null
+out=$(session_q s "COMMIT")
+redis client unpause >/dev/null
+is "$out" "" "send: a COMMIT that also releases an unsettled lease again does not wait for Redis"
+wait_for 10 '[ "$(lock rc-s)" = 0 ]'
+is "$(lock rc-s) $(session_q s "SELECT (rp_acquire('rc-s2', 60000)).fence")" "0 1" \
+	"its release ran once Redis went on, and the session's next call gets its own reply"
+session_q s "SELECT rp_release('rc-s2')" >/dev/null
+
 # A release Redis answers with an error: here NOPERM (the connection's user
 # may no longer run scripts); a READONLY after a failover, an OOM or a
 # script's error reply take the same path. The reply is read by the next
 # call, and the lease, still there, is released again at that call's end.
 # Taken as done, it would be held until its TTL (60 s here). A session of
-# its own: s still keeps rc-n for a second release at a transaction end,
-# which waits for Redis.
+# its own, with nothing unsettled: Redis would refuse s's second release of
+# rc-n too.
 session_open e
 session_q e "SET redis_primitives.release_at_commit = send" >/dev/null
 session_q e "BEGIN; SELECT rp_acquire_xact('rc-e', 60000)" >/dev/null
