@@ -95,6 +95,7 @@ static int	rp_nunsettled = 0;
 
 /* rp_orphans_displaced() when the unsettled list was last offered. */
 static uint32 rp_handed_gen = 0;
+static uint64 rp_unsettled_uid = 0;	/* the last uid given (rp_unsettled_push) */
 static bool rp_redis_answered = true;	/* no lock call has timed out since */
 
 /*
@@ -507,6 +508,8 @@ rp_unsettled_push(RpLease *u)
 {
 	u->tries = 0;
 	u->handed = false;
+	u->in_flight = false;
+	u->uid = ++rp_unsettled_uid;
 	dlist_push_tail(&rp_unsettled, &u->node);
 	rp_nunsettled++;
 }
@@ -603,7 +606,10 @@ typedef struct RpSentRelease
  * already).  A Redis error or no answer (the connection went first): each
  * lease still live is unsettled, released again at the end of the
  * transaction that read the reply or at backend exit (then, unanswered, by
- * the background worker).
+ * the background worker).  A copy that retries an unsettled entry
+ * (retry_of) only tells that entry, if the list still has it, that its
+ * release is no longer in flight and whether it was answered: the entry
+ * itself stays until rp_unsettled_release forgets it (this frees none).
  */
 static void
 rp_release_settle(void *arg, RpReply *reply)
@@ -618,7 +624,26 @@ rp_release_settle(void *arg, RpReply *reply)
 	{
 		RpLease    *l = sent->leases[i];
 
-		if (!answered && l->expires_at > now)
+		if (l->retry_of != 0)
+		{
+			dlist_iter	it;
+
+			dlist_foreach(it, &rp_unsettled)
+			{
+				RpLease    *u = dlist_container(RpLease, node, it.cur);
+
+				if (u->uid == l->retry_of)
+				{
+					u->in_flight = false;
+					if (answered)
+						u->tries++;
+					break;
+				}
+			}
+			rp_lease_free_strings(l);
+			pfree(l);
+		}
+		else if (!answered && l->expires_at > now)
 			rp_unsettled_push(l);	/* released at this call's transaction end */
 		else
 		{
@@ -647,6 +672,7 @@ rp_release_send(RpLease **leases, int gn, const int *which, const RpScript *scri
 		sent->leases[k] = MemoryContextAllocZero(rp_lease_cxt, sizeof(RpLease));
 		rp_lease_fill(sent->leases[k], l->name, l->namelen, l->kind, key,
 					  l->token, l->expires_at);
+		sent->leases[k]->retry_of = l->in_flight ? l->uid : 0;
 	}
 	if (rp_eval_send_quiet(script, gn, gkeys, gn, gargv, timeout_ms,
 						   rp_release_settle, sent, st))
@@ -978,10 +1004,14 @@ rp_verify_at_commit(void)
  * give its place to a lease nobody else will release: until then a
  * transaction end offers it again when the queue did not take it, or gave
  * its place away (looked up only when the queue has given backed places
- * away since the last look, rp_handed_gen).  Never throws.
+ * away since the last look, rp_handed_gen).  send (release_at_commit =
+ * send, at a top-level transaction's end): the release is sent, not waited
+ * for, as the transaction's own leases' (rp_release_send); each entry is in
+ * flight until its reply is read, not sent again meanwhile, and counts an
+ * answered attempt then.  Never throws.
  */
 static void
-rp_unsettled_release(void)
+rp_unsettled_release(bool send)
 {
 	RpLease   **live;
 	bool	   *answered;
@@ -1016,10 +1046,26 @@ rp_unsettled_release(void)
 	{
 		RpLease    *u = dlist_container(RpLease, node, it.cur);
 
-		if (u->expires_at > now)
+		/* A release in flight is settled by its reply (rp_release_settle). */
+		if (u->in_flight)
+			continue;
+		if (u->expires_at > now && u->tries < 2)
 			live[n++] = u;
 		else
 			rp_unsettled_forget(u);
+	}
+
+	if (send)
+	{
+		/* Marked first: rp_release_send copies the mark into its copies. */
+		for (int i = 0; i < n; i++)
+			live[i]->in_flight = true;
+		(void) rp_release_leases(live, n, true, true, answered);
+		for (int i = 0; i < n; i++)
+			if (!answered[i])
+				live[i]->in_flight = false;
+		rp_unsettled_trim();
+		return;
 	}
 
 	/*
@@ -1100,7 +1146,8 @@ rp_xact_callback(XactEvent event, void *arg)
 			if (in_error_recursion_trouble())
 				break;
 			(void) rp_release_where(RP_TAKE_XACT, InvalidSubTransactionId, true);
-			rp_unsettled_release();
+			rp_unsettled_release(rp_release_at_commit == RP_RELEASE_SEND &&
+								 rp_conn_can_defer());
 			rp_orphans_report();
 			break;
 		default:

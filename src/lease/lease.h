@@ -70,6 +70,12 @@ typedef struct RpLease
 								 * (rp_lease_this_xact) */
 	uint64		seq;			/* order of acquisition, for rp_leases() */
 	int			tries;			/* unsettled only: answered release attempts */
+	bool		in_flight;		/* unsettled only: a release of it was sent
+								 * (release_at_commit = send), its reply not
+								 * read yet */
+	uint64		uid;			/* unsettled only: names it to that reply */
+	uint64		retry_of;		/* a sent release's copy: the uid of the
+								 * unsettled entry it releases, or 0 */
 	bool		handed;			/* unsettled only: taken, backed, by the
 								 * background worker's queue (as of
 								 * rp_handed_gen: rp_unsettled_release) */
