@@ -24,7 +24,7 @@
 # - that second release, and the next transaction end's, are sent too: a
 #   COMMIT then does not wait for a Redis that runs no writes.
 source "$(dirname "$0")/tap.bash"
-plan 27
+plan 28
 
 is "$(q "SHOW redis_primitives.release_at_commit")" "wait" "the default is wait"
 lock() { redis exists "$(q "SELECT rp_test.key('$1', 'lock')")"; }
@@ -98,6 +98,16 @@ wait_for 10 '[ "$(lock rc-s)" = 0 ]'
 is "$(lock rc-s) $(session_q s "SELECT (rp_acquire('rc-s2', 60000)).fence")" "0 1" \
 	"its release ran once Redis went on, and the session's next call gets its own reply"
 session_q s "SELECT rp_release('rc-s2')" >/dev/null
+# While such a release is on its way (its reply not read), the entry is
+# not sent again: transactions that make no Redis call do not each add a
+# release and a reply owed.
+evals() { redis info commandstats | grep '^cmdstat_eval:' | sed 's/^cmdstat_eval:calls=\([0-9]*\),.*/\1/'; }
+lost_commit s rc-t
+session_q s "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
+wait_for 10 '[ "$(lock rc-t)" = 0 ]'
+before=$(evals)
+for i in 1 2 3 4 5; do session_q s "SELECT 1" >/dev/null; done
+is "$(( $(evals) - before ))" "0" "five transactions with no Redis call send no release while one is on its way"
 
 # A release Redis answers with an error: here NOPERM (the connection's user
 # may no longer run scripts); a READONLY after a failover, an OOM or a
