@@ -22,9 +22,10 @@
 # - a release Redis answers with an error (NOPERM, READONLY, OOM) is not
 #   taken as done either: the lease is released again after the next call;
 # - that second release, and the next transaction end's, are sent too: a
-#   COMMIT then does not wait for a Redis that runs no writes.
+#   COMMIT then does not wait for a Redis that runs no writes; one on its
+#   way is not sent again, and the next follows once its reply has come.
 source "$(dirname "$0")/tap.bash"
-plan 28
+plan 29
 
 is "$(q "SHOW redis_primitives.release_at_commit")" "wait" "the default is wait"
 lock() { redis exists "$(q "SELECT rp_test.key('$1', 'lock')")"; }
@@ -98,41 +99,63 @@ wait_for 10 '[ "$(lock rc-s)" = 0 ]'
 is "$(lock rc-s) $(session_q s "SELECT (rp_acquire('rc-s2', 60000)).fence")" "0 1" \
 	"its release ran once Redis went on, and the session's next call gets its own reply"
 session_q s "SELECT rp_release('rc-s2')" >/dev/null
-# While such a release is on its way (its reply not read), the entry is
-# not sent again: transactions that make no Redis call do not each add a
-# release and a reply owed.
+# While such a release is on its way (Redis pauses writes: no reply comes),
+# it is not sent again: transactions that make no Redis call do not each
+# add a release and a reply owed. rp_lock_info runs under the pause (its
+# script writes nothing); it finds the release lost, and its end sends it
+# again.
 evals() { redis info commandstats | grep '^cmdstat_eval:' | sed 's/^cmdstat_eval:calls=\([0-9]*\),.*/\1/'; }
 lost_commit s rc-t
-session_q s "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
-wait_for 10 '[ "$(lock rc-t)" = 0 ]'
+tkey=$(q "SELECT rp_test.key('rc-t', 'lock')")
+tok=$(redis get "$tkey")
 before=$(evals)
+redis client pause 20000 write >/dev/null
+session_q s "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
 for i in 1 2 3 4 5; do session_q s "SELECT 1" >/dev/null; done
-is "$(( $(evals) - before ))" "0" "five transactions with no Redis call send no release while one is on its way"
+redis client unpause >/dev/null
+wait_for 10 '[ "$(lock rc-t)" = 0 ]'
+is "$(lock rc-t) $(( $(evals) - before ))" "0 1" \
+	"a release on its way is not sent again by five transactions with no Redis call (1 EVAL ran, not 6)"
+
+# Its second release follows at a later transaction end once its reply has
+# come, Redis call or not, as with wait: an acquire that lands late (here
+# the key set again with the lost lease's token) is released by it.
+redis set "$tkey" "$tok" px 60000 >/dev/null
+for i in $(seq 20); do
+	[ "$(lock rc-t)" = 0 ] && break
+	session_q s "SELECT 1" >/dev/null
+done
+is "$(lock rc-t)" "0" "a late acquire of the lost lease is released by its second release, with no Redis call"
 
 # A release Redis answers with an error: here NOPERM (the connection's user
 # may no longer run scripts); a READONLY after a failover, an OOM or a
 # script's error reply take the same path. The reply is read by the next
 # call, and the lease, still there, is released again at that call's end.
 # Taken as done, it would be held until its TTL (60 s here). A session of
-# its own, with nothing unsettled: Redis would refuse s's second release of
-# rc-n too.
+# its own, with nothing unsettled, connected as a Redis user of its own:
+# only its commands are refused (the background worker's connection and
+# any other keep the default user).
+redis acl setuser rc-user on '>rc-Pw' '~*' '&*' '+@all' >/dev/null
 session_open e
 session_q e "SET redis_primitives.release_at_commit = send" >/dev/null
+session_q e "SET redis_primitives.username = 'rc-user'" >/dev/null
+session_q e "SET redis_primitives.password = 'rc-Pw'" >/dev/null
 session_q e "BEGIN; SELECT rp_acquire_xact('rc-e', 60000)" >/dev/null
 redis client pause 20000 write >/dev/null
 out=$(session_q e "COMMIT")
-redis acl setuser default -@scripting >/dev/null
+redis acl setuser rc-user -@scripting >/dev/null
 redis client unpause >/dev/null
 # The release is sent as EVAL; its refusal is counted once Redis read it.
 refused() { redis info commandstats | grep '^cmdstat_eval:' | grep -o 'rejected_calls=[0-9]*'; }
 wait_for 10 '[ "$(refused)" = rejected_calls=1 ]'
-redis acl setuser default +@all >/dev/null
+redis acl setuser rc-user +@all >/dev/null
 is "$out $(refused) $(lock rc-e)" " rejected_calls=1 1" \
 	"the release sent at COMMIT (no WARNING) was refused with NOPERM: the lease is still there"
 session_q e "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
 wait_for 10 '[ "$(lock rc-e)" = 0 ]'
 is "$(lock rc-e)" "0" "the next call read the refusal; the lease was released again (not left to its TTL)"
 session_close e
+redis acl deluser rc-user >/dev/null
 
 # The same at backend exit, in a session with nothing unsettled (the
 # release of what is unsettled at a transaction end waits for Redis, and
