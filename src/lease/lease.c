@@ -1040,6 +1040,14 @@ rp_unsettled_release(bool send)
 		rp_unsettled_trim();
 		return;
 	}
+	/*
+	 * The replies of the releases sent at earlier transaction ends have
+	 * most likely arrived: read them, without waiting, so that an entry's
+	 * second release is sent now, as wait would make it, and not only
+	 * after the session's next Redis call.
+	 */
+	if (send)
+		rp_settle_arrived_quiet();
 	live = palloc(sizeof(RpLease *) * rp_nunsettled);
 	answered = palloc0(sizeof(bool) * rp_nunsettled);
 	dlist_foreach_modify(it, &rp_unsettled)

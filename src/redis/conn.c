@@ -312,7 +312,8 @@ typedef enum RpQuietOp
 	RP_QUIET_EVAL,				/* rp_eval_try */
 	RP_QUIET_COMMAND,			/* rp_command_try (argv[0 .. nargs)) */
 	RP_QUIET_SEND,				/* rp_eval_send_try */
-	RP_QUIET_SETTLE				/* read the replies owed */
+	RP_QUIET_SETTLE,			/* read the replies owed */
+	RP_QUIET_ARRIVED			/* settle those arrived, no wait */
 } RpQuietOp;
 
 static bool
@@ -364,6 +365,11 @@ rp_quiet(RpQuietOp op, const RpScript *script, int nkeys, const RpArg *keys,
 																   timeout_ms));
 				*st = rp_failure;
 				break;
+			case RP_QUIET_ARRIVED:
+				memset(&rp_failure, 0, sizeof(rp_failure));
+				ok = rp_settle_arrived();
+				*st = rp_failure;
+				break;
 		}
 		r = got;
 	}
@@ -412,6 +418,15 @@ rp_settle_pending_quiet(int timeout_ms)
 	RpStatus	st;
 
 	(void) rp_quiet(RP_QUIET_SETTLE, NULL, 0, NULL, 0, NULL, timeout_ms, NULL,
+					NULL, NULL, &st);
+}
+
+void
+rp_settle_arrived_quiet(void)
+{
+	RpStatus	st;
+
+	(void) rp_quiet(RP_QUIET_ARRIVED, NULL, 0, NULL, 0, NULL, 0, NULL,
 					NULL, NULL, &st);
 }
 

@@ -94,6 +94,8 @@ extern bool rp_eval_send_quiet(const RpScript *script,
 extern bool rp_conn_can_defer(void);
 /* Read the replies owed now, within timeout_ms; cleanup face, never throws. */
 extern void rp_settle_pending_quiet(int timeout_ms);
+/* Settle the replies owed that have arrived, without waiting; never throws. */
+extern void rp_settle_arrived_quiet(void);
 
 /* rp_command's cleanup face, as rp_eval_quiet is rp_eval's. */
 extern bool rp_command_quiet(int argc, const RpArg *argv, int timeout_ms,

@@ -825,6 +825,42 @@ rp_settle_pending(TimestampTz deadline)
 	return rp_exchange(0, deadline, NULL);
 }
 
+/*
+ * Settle the replies owed that have arrived already, oldest first, after
+ * one read that does not wait; the rest stay owed.  Under TLS nothing is
+ * read here (OpenSSL may hold part of a record): the next exchange reads
+ * them.  A read error drops the connection, each reply owed settled as
+ * lost.
+ */
+bool
+rp_settle_arrived(void)
+{
+	void	   *r;
+
+	if (rp_ctx == NULL || rp_npending == 0 || rp_in_exchange ||
+		rp_tls_active(rp_ctx))
+		return true;
+	if (redisBufferRead(rp_ctx) == REDIS_ERR)
+		return rp_fail_lost();
+	while (rp_npending > 0)
+	{
+		RpReply    *reply;
+		RpPending	p;
+
+		if (redisGetReplyFromReader(rp_ctx, &r) == REDIS_ERR)
+			return rp_fail(ERRCODE_CONNECTION_FAILURE,
+						   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
+		if (r == NULL)
+			break;
+		reply = rp_take_reply(r);
+		if (rp_ctx == rp_fresh_ctx)
+			rp_fresh_ctx = NULL;
+		p = rp_pending_pop();
+		p.settle(p.arg, reply);
+	}
+	return true;
+}
+
 bool
 rp_is_noscript(const RpReply *r)
 {
