@@ -23,9 +23,11 @@
 #   taken as done either: the lease is released again after the next call;
 # - that second release, and the next transaction end's, are sent too: a
 #   COMMIT then does not wait for a Redis that runs no writes; one on its
-#   way is not sent again, and the next follows once its reply has come.
+#   way is not sent again, and the next follows once its reply has come;
+# - an acquire cut short while Redis hangs, after reading the answer to a
+#   release sent before, does not have its abort wait on Redis.
 source "$(dirname "$0")/tap.bash"
-plan 29
+plan 31
 
 is "$(q "SHOW redis_primitives.release_at_commit")" "wait" "the default is wait"
 lock() { redis exists "$(q "SELECT rp_test.key('$1', 'lock')")"; }
@@ -126,6 +128,32 @@ for i in $(seq 20); do
 	session_q s "SELECT 1" >/dev/null
 done
 is "$(lock rc-t)" "0" "a late acquire of the lost lease is released by its second release, with no Redis call"
+
+# An acquire cut short while Redis hangs (statement_timeout, cancel) is
+# released by the background worker, not by the abort waiting on a hung
+# Redis; so too when the acquire's exchange read, on its way, the answer
+# to a release sent before the hang: that answer is no sign that the
+# acquire's own will come. (Taken as one, the abort reconnects, waits for
+# the handshake's answer and warns 08006; and so does every transaction
+# end after it, until Redis answers.) The session authenticates, as a
+# managed Redis requires: a new connection's handshake waits for an answer.
+redis acl setuser rc-auth on '>rc-auth-Pw' '~*' '&*' '+@all' >/dev/null
+session_open c
+session_q c "SET redis_primitives.release_at_commit = send" >/dev/null
+session_q c "SET redis_primitives.username = 'rc-auth'" >/dev/null
+session_q c "SET redis_primitives.password = 'rc-auth-Pw'" >/dev/null
+session_q c "BEGIN; SELECT rp_acquire_xact('rc-c1', 60000); COMMIT" >/dev/null
+wait_for 10 '[ "$(lock rc-c1)" = 0 ]'
+kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
+out=$(session_q c "SET statement_timeout = '300ms'; SELECT rp_acquire('rc-c2', 60000); RESET statement_timeout; SELECT 1")
+
+kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
+is "$(echo "$out" | grep -c '^ERROR:  57014') $(echo "$out" | grep -c '^WARNING')" "1 0" \
+	"an acquire cut short after reading a sent release's answer: 57014, and no transaction end waits on the hung Redis"
+wait_for 10 '[ "$(lock rc-c2)" = 0 ]'
+is "$(lock rc-c2)" "0" "the cut-short acquire ran once Redis went on, and its lease was released"
+session_close c
+redis acl deluser rc-auth >/dev/null
 
 # A release Redis answers with an error: here NOPERM (the connection's user
 # may no longer run scripts); a READONLY after a failover, an OOM or a
