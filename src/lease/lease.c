@@ -618,8 +618,11 @@ rp_release_settle(void *arg, RpReply *reply)
 	TimestampTz now = GetCurrentTimestamp();
 	bool		answered = reply != NULL && reply->type == RP_REPLY_ARRAY;
 
-	if (reply != NULL)
-		rp_redis_answered = true;
+	/*
+	 * rp_redis_answered is left as it is: read on the way of an acquire cut
+	 * short later in the same exchange, this answer says nothing of the
+	 * acquire's own, and the abort must not wait on a Redis that hangs.
+	 */
 	for (int i = 0; i < sent->n; i++)
 	{
 		RpLease    *l = sent->leases[i];
