@@ -99,6 +99,13 @@ static uint64 rp_unsettled_uid = 0;	/* the last uid given (rp_unsettled_push) */
 static bool rp_redis_answered = true;	/* no lock call has timed out since */
 
 /*
+ * An acquire's round trip is under way (rp_lease_pending until its answer
+ * or failure is known, or its transaction ends): a reply owed, read on its
+ * way, is not its answer, and does not say that Redis answers.
+ */
+static bool rp_acquire_waiting = false;
+
+/*
  * A verify_at_commit lease that was lost and replaced by re-acquiring its
  * name: the transaction still owes its check, which can only fail.
  */
@@ -619,10 +626,14 @@ rp_release_settle(void *arg, RpReply *reply)
 	bool		answered = reply != NULL && reply->type == RP_REPLY_ARRAY;
 
 	/*
-	 * rp_redis_answered is left as it is: read on the way of an acquire cut
-	 * short later in the same exchange, this answer says nothing of the
-	 * acquire's own, and the abort must not wait on a Redis that hangs.
+	 * An answer says Redis answers again (a session whose acquire was cut
+	 * short releases its unsettled leases itself from then on), except one
+	 * read on the way of an acquire: it says nothing of the acquire's own,
+	 * and if that is cut short the abort must not wait on a Redis that
+	 * hangs.
 	 */
+	if (reply != NULL && !rp_acquire_waiting)
+		rp_redis_answered = true;
 	for (int i = 0; i < sent->n; i++)
 	{
 		RpLease    *l = sent->leases[i];
@@ -1160,6 +1171,8 @@ rp_xact_callback(XactEvent event, void *arg)
 			rp_unsettled_release(rp_release_at_commit == RP_RELEASE_SEND &&
 								 rp_conn_can_defer());
 			rp_orphans_report();
+			/* An acquire cut short is over with its transaction. */
+			rp_acquire_waiting = false;
 			break;
 		default:
 			break;
@@ -1172,6 +1185,9 @@ rp_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	dlist_iter	it;
 
+	/* An acquire cut short is over with its subtransaction. */
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		rp_acquire_waiting = false;
 	if (rp_nxact == 0)
 		return;
 	if (event == SUBXACT_EVENT_ABORT_SUB)
@@ -1354,6 +1370,7 @@ rp_lease_pending(const char *name, size_t namelen, RpLeaseKind kind,
 	 * leaves the flag down, so the abort does not wait on Redis to release.
 	 */
 	rp_redis_answered = false;
+	rp_acquire_waiting = true;
 	return u;
 }
 
@@ -1373,6 +1390,7 @@ void
 rp_lease_redis_answered(bool answered)
 {
 	rp_redis_answered = answered;
+	rp_acquire_waiting = false;
 }
 
 void
@@ -1382,6 +1400,7 @@ rp_lease_attempt_failed(RpLease **pending, int n, bool keep, const RpStatus *st)
 		for (int i = 0; i < n; i++)
 			rp_unsettled_forget(pending[i]);
 	rp_redis_answered = st->answered;
+	rp_acquire_waiting = false;
 	rp_status_raise(st);
 }
 
@@ -1389,6 +1408,7 @@ RpLease *
 rp_lease_settle(RpLease *pending, int64 fence, bool xact, bool verify)
 {
 	rp_redis_answered = true;
+	rp_acquire_waiting = false;
 	if (fence <= 0)
 	{
 		rp_unsettled_forget(pending);
