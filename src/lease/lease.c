@@ -1158,6 +1158,8 @@ rp_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			/* The next transaction re-enters none of this one's leases. */
 			rp_xact_gen++;
+			/* An acquire cut short is over with its transaction. */
+			rp_acquire_waiting = false;
 			rp_session_verify_end();
 			if (rp_lost_name != NULL)
 			{
@@ -1171,8 +1173,6 @@ rp_xact_callback(XactEvent event, void *arg)
 			rp_unsettled_release(rp_release_at_commit == RP_RELEASE_SEND &&
 								 rp_conn_can_defer());
 			rp_orphans_report();
-			/* An acquire cut short is over with its transaction. */
-			rp_acquire_waiting = false;
 			break;
 		default:
 			break;
