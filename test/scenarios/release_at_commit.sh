@@ -32,6 +32,16 @@ plan 32
 is "$(q "SHOW redis_primitives.release_at_commit")" "wait" "the default is wait"
 lock() { redis exists "$(q "SELECT rp_test.key('$1', 'lock')")"; }
 permits() { redis zcard "$(q "SELECT rp_test.key('$1', 'sem')")"; }
+# user_session NAME USER: open session NAME with release_at_commit = send,
+# connected to Redis as USER, a Redis user made for it (password USER-Pw):
+# what is done to that user touches no other connection.
+user_session() {
+	redis acl setuser "$2" on ">$2-Pw" '~*' '&*' '+@all' >/dev/null
+	session_open "$1"
+	session_q "$1" "SET redis_primitives.release_at_commit = send" >/dev/null
+	session_q "$1" "SET redis_primitives.username = '$2'" >/dev/null
+	session_q "$1" "SET redis_primitives.password = '$2-Pw'" >/dev/null
+}
 
 session_open s
 session_q s "SET redis_primitives.release_at_commit = send" >/dev/null
@@ -137,16 +147,11 @@ is "$(lock rc-t)" "0" "a late acquire of the lost lease is released by its secon
 # the handshake's answer and warns 08006; and so does every transaction
 # end after it, until Redis answers.) The session authenticates, as a
 # managed Redis requires: a new connection's handshake waits for an answer.
-redis acl setuser rc-auth on '>rc-auth-Pw' '~*' '&*' '+@all' >/dev/null
-session_open c
-session_q c "SET redis_primitives.release_at_commit = send" >/dev/null
-session_q c "SET redis_primitives.username = 'rc-auth'" >/dev/null
-session_q c "SET redis_primitives.password = 'rc-auth-Pw'" >/dev/null
+user_session c rc-auth
 session_q c "BEGIN; SELECT rp_acquire_xact('rc-c1', 60000); COMMIT" >/dev/null
 wait_for 10 '[ "$(lock rc-c1)" = 0 ]'
 kill -STOP "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
 out=$(session_q c "SET statement_timeout = '300ms'; SELECT rp_acquire('rc-c2', 60000); RESET statement_timeout; SELECT 1")
-
 kill -CONT "$(cat "$RP_TMP/redis-$REDIS_PORT.pid")"
 is "$(echo "$out" | grep -c '^ERROR:  57014') $(echo "$out" | grep -c '^WARNING')" "1 0" \
 	"an acquire cut short after reading a sent release's answer: 57014, and no transaction end waits on the hung Redis"
@@ -187,11 +192,7 @@ redis acl deluser rc-auth >/dev/null
 # its own, with nothing unsettled, connected as a Redis user of its own:
 # only its commands are refused (the background worker's connection and
 # any other keep the default user).
-redis acl setuser rc-user on '>rc-Pw' '~*' '&*' '+@all' >/dev/null
-session_open e
-session_q e "SET redis_primitives.release_at_commit = send" >/dev/null
-session_q e "SET redis_primitives.username = 'rc-user'" >/dev/null
-session_q e "SET redis_primitives.password = 'rc-Pw'" >/dev/null
+user_session e rc-user
 session_q e "BEGIN; SELECT rp_acquire_xact('rc-e', 60000)" >/dev/null
 redis client pause 20000 write >/dev/null
 out=$(session_q e "COMMIT")
