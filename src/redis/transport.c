@@ -827,20 +827,24 @@ rp_settle_pending(TimestampTz deadline)
 
 /*
  * Settle the replies owed that have arrived already, oldest first, after
- * one read that does not wait; the rest stay owed.  Under TLS nothing is
- * read here (OpenSSL may hold part of a record): the next exchange reads
- * them.  A read error drops the connection, each reply owed settled as
- * lost.
+ * reads that do not wait; the rest stay owed.  A plain socket is read
+ * once.  Under TLS, OpenSSL is asked a few times (rp_tls_read skips its
+ * first read right after a send, and a reply may span records), each
+ * returning at once when nothing is there.  A read error drops the
+ * connection, each reply owed settled as lost.
  */
 bool
 rp_settle_arrived(void)
 {
 	void	   *r;
+	bool		tls;
+	int			reads = 0;		/* TLS: asked of OpenSSL, at most 8 */
+	int			empty = 0;		/* TLS: of those, found nothing */
 
-	if (rp_ctx == NULL || rp_npending == 0 || rp_in_exchange ||
-		rp_tls_active(rp_ctx))
+	if (rp_ctx == NULL || rp_npending == 0 || rp_in_exchange)
 		return true;
-	if (redisBufferRead(rp_ctx) == REDIS_ERR)
+	tls = rp_tls_active(rp_ctx);
+	if (!tls && redisBufferRead(rp_ctx) == REDIS_ERR)
 		return rp_fail_lost();
 	while (rp_npending > 0)
 	{
@@ -850,6 +854,19 @@ rp_settle_arrived(void)
 		if (redisGetReplyFromReader(rp_ctx, &r) == REDIS_ERR)
 			return rp_fail(ERRCODE_CONNECTION_FAILURE,
 						   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
+		if (r == NULL && tls && reads++ < 8)
+		{
+			int			want;
+			int			rc = rp_tls_read(rp_ctx, &want);
+
+			if (rc < 0)
+				return rp_fail(ERRCODE_CONNECTION_FAILURE,
+							   "lost the connection to Redis", pstrdup(rp_ctx->errstr));
+			/* Nothing there twice (the first may be the skip after a send). */
+			if (rc == 0 && ++empty == 2)
+				break;
+			continue;
+		}
 		if (r == NULL)
 			break;
 		reply = rp_take_reply(r);
