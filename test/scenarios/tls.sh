@@ -24,7 +24,10 @@
 #  H. the TLS session of every connection is freed on every path: one
 #     backend's memory does not grow over 100 failed handshakes (wrong CA)
 #     and 100 reconnects (a build without rp_tls_close's SSL_free grows it
-#     by 69 kB a connection: 20.6 MB over 150 + 150).
+#     by 69 kB a connection: 20.6 MB over 150 + 150);
+#  I. release_at_commit = send: a lost release's second release goes out at
+#     a transaction end with no Redis call, its first one's reply read
+#     through OpenSSL without waiting.
 #
 # Sentinel and Cluster over TLS: test/t/008_tls_topology.pl.
 source "$(dirname "$0")/tap.bash"
