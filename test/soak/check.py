@@ -645,12 +645,17 @@ def check_end(h, final, rep):
         srv = o["inv"].get("srv") if o else None
         # ... and a release that Redis lost: acknowledged by a master that a
         # failover then replaced, or lost with Redis' data.
+        # Only a release answered "released" ends the lease then; one that
+        # failed or found nothing (a pooled one under another key_prefix)
+        # leaves it to the holder's session end, the background worker or
+        # the TTL: any loss while it could still be held excuses the key.
         rel = None
         if o:
             rel = next((r for r in h.kind("release") if r["inv"]["th"] == o["inv"]["th"]
                         and r["inv"]["name"] == o["inv"]["name"] and r["inv"]["t"] > o["inv"]["t"]), None)
-        w = o and h.in_loss(o["inv"]["t"], rel["end"]["t"] if rel and rel["end"] else o["inv"]["t"] + 60_000_000,
-                            redis_only=True)
+        done = rel["end"]["t"] if rel and rel["end"] and rel["end"]["ev"] == "ok" and rel["end"].get("res") is True \
+            else o["inv"]["t"] + 60_000_000 if o else None
+        w = o and h.in_loss(o["inv"]["t"], done, redis_only=True)
         if o and any(r1 >= o["inv"]["t"] for _, r1 in h.restarts.get(srv, [])):
             v["excused_by"] = "immediate restart of %s while held" % srv
             rep.add("no_stranded_lease", excused=v)

@@ -257,6 +257,22 @@ def d_stranded(ev, fin, h):
     return "a lease key left with 50 s to live"
 
 
+def d_stranded_released(ev, fin, h):
+    """A lease acquired and released (Redis answered "released") outside
+    every loss window, whose key is still there: the release did not happen."""
+    t, rt = before_everything(ev)
+    token = "fedcba9876543210fedcba9876543210"
+    ev.append({"ev": "inv", "op": "doctor:4", "kind": "acquire", "th": "doctor", "srv": "pg1", "name": "X-doctor-3",
+               "ttl": 60000, "wait": 0, "scope": "session", "t": t, "rt": rt})
+    ev.append({"ev": "ok", "op": "doctor:4", "th": "doctor", "t": t + 1000, "rt": rt + 1000,
+               "res": {"fence": 1, "token": token, "exp": rt + 60_000_000}})
+    ev.append({"ev": "inv", "op": "doctor:5", "kind": "release", "th": "doctor", "srv": "pg1", "name": "X-doctor-3",
+               "fence": 1, "t": t + 2000, "rt": rt + 2000})
+    ev.append({"ev": "ok", "op": "doctor:5", "th": "doctor", "t": t + 3000, "rt": rt + 3000, "res": True})
+    fin["redis"].append({"key": "rp:{X-doctor-3}:lock", "type": "string", "pttl": 50000, "value": token})
+    return "a lease released with Redis' answer \"released\", its key left with 50 s to live"
+
+
 def d_stranded_unknown(ev, fin, h):
     """An acquire that failed with the connection lost, outside every loss
     window, whose lease is left in Redis: the backend did not release it."""
@@ -329,7 +345,7 @@ DOCTORS = [
     ("one_leader", d_leader), ("ratelimit_sliding_log", d_rl("sliding_log")),
     ("ratelimit_sliding_window", d_rl("sliding_window")), ("ratelimit_gcra", d_rl("gcra")),
     ("semaphore_permits", d_sem), ("no_stranded_lease", d_stranded),
-    ("no_stranded_lease", d_stranded_unknown), ("memory_flat", d_rss),
+    ("no_stranded_lease", d_stranded_unknown), ("no_stranded_lease", d_stranded_released), ("memory_flat", d_rss),
     ("history_complete", d_incomplete), ("strict_refuses_missing_token", d_strict),
     ("redis_clock_is_ours", d_clock), ("no_write_under_released_lease", d_released),
 ]
