@@ -656,7 +656,7 @@ def check_end(h, final, rep):
         done = rel["end"]["t"] if rel and rel["end"] and rel["end"]["ev"] == "ok" and rel["end"].get("res") is True \
             else o["inv"]["t"] + 60_000_000 if o else None
         w = o and h.in_loss(o["inv"]["t"], done, redis_only=True)
-        if o and any(r1 >= o["inv"]["t"] for _, r1 in h.restarts.get(srv, [])):
+        if o and any(r0 <= done and r1 >= o["inv"]["t"] for r0, r1 in h.restarts.get(srv, [])):
             v["excused_by"] = "immediate restart of %s while held" % srv
             rep.add("no_stranded_lease", excused=v)
         elif w:
