@@ -645,17 +645,24 @@ def check_end(h, final, rep):
         srv = o["inv"].get("srv") if o else None
         # ... and a release that Redis lost: acknowledged by a master that a
         # failover then replaced, or lost with Redis' data.
-        # Only a release answered "released" ends the lease then; one that
-        # failed or found nothing (a pooled one under another key_prefix)
-        # leaves it to the holder's session end, the background worker or
-        # the TTL: any loss while it could still be held excuses the key.
+        # A release answered "released" ends the lease then.  One that
+        # failed leaves the release owed by the holder's backend (its next
+        # transaction ends, its exit, the background worker) until the TTL.
+        # One answered "not released" (a pooled one by token under the
+        # other key_prefix) leaves the lease held: the holder lets go of it
+        # when its session ends, so only a loss from then on explains the key.
         rel = None
+        start = done = None
         if o:
             rel = next((r for r in h.kind("release") if r["inv"]["th"] == o["inv"]["th"]
                         and r["inv"]["name"] == o["inv"]["name"] and r["inv"]["t"] > o["inv"]["t"]), None)
-        done = rel["end"]["t"] if rel and rel["end"] and rel["end"]["ev"] == "ok" and rel["end"].get("res") is True \
-            else o["inv"]["t"] + 60_000_000 if o else None
-        w = o and h.in_loss(o["inv"]["t"], done, redis_only=True)
+            start, done = o["inv"]["t"], o["inv"]["t"] + 60_000_000
+            rend = rel and rel["end"]
+            if rend and rend["ev"] == "ok" and rend.get("res") is True:
+                done = rend["t"]
+            elif rend and rend["ev"] == "ok":
+                start = min(session_ends(h, o["inv"]["th"], rel["inv"]["t"]), default=done) - LOSS_SLACK_US
+        w = o and h.in_loss(start, done, redis_only=True)
         if o and any(r0 <= done and r1 >= o["inv"]["t"] for r0, r1 in h.restarts.get(srv, [])):
             v["excused_by"] = "immediate restart of %s while held" % srv
             rep.add("no_stranded_lease", excused=v)
@@ -685,6 +692,16 @@ def check_end(h, final, rep):
             rep.add("memory_flat", violation={"what": "%s backend %d (%s) RssAnon grew %d kB in %.0f s" % (
                 srv, pid, xs[0]["w"], grew, (warm[-1]["t"] - warm[0]["t"]) / 1e6),
                 "history": [json.dumps(warm[0]), json.dumps(warm[-1])]})
+
+
+def session_ends(h, th, after):
+    """When thread th's sessions may have ended after time after: each
+    reconnect (the previous session was gone), each operation whose outcome
+    is unknown (the driver closes that connection) and the thread's end."""
+    ends = [e["t"] for e in h.other["connect"] + h.other["stopped"] if e.get("th") == th and e["t"] > after]
+    ends += [o["end"]["t"] for o in h.ops.values() if o["inv"]["th"] == th and o["end"]
+             and o["end"]["ev"] == "unknown" and o["inv"]["t"] > after]
+    return ends
 
 
 def check_released_leases(h, rep):

@@ -273,6 +273,29 @@ def d_stranded_released(ev, fin, h):
     return "a lease released with Redis' answer \"released\", its key left with 50 s to live"
 
 
+def d_stranded_held(ev, fin, h):
+    """A lease whose pooled release answered "not released" (the holder
+    still held it), a Redis kill that lost the data 10 s later, the holder's
+    session ending 20 s after that and its key left: the kill came while the
+    lease was held, so it cannot have lost the holder's release."""
+    t, rt = before_everything(ev)
+    token = "00112233445566778899aabbccddeeff"
+    ev.append({"ev": "inv", "op": "doctor:6", "kind": "acquire", "th": "doctor", "srv": "pg1", "name": "X-doctor-4",
+               "ttl": 60000, "wait": 0, "scope": "session", "t": t, "rt": rt})
+    ev.append({"ev": "ok", "op": "doctor:6", "th": "doctor", "t": t + 1000, "rt": rt + 1000,
+               "res": {"fence": 1, "token": token, "exp": rt + 60_000_000}})
+    ev.append({"ev": "inv", "op": "doctor:7", "kind": "release", "th": "doctor", "srv": "pg1", "name": "X-doctor-4",
+               "fence": 1, "pool": True, "t": t + 2000, "rt": rt + 2000})
+    ev.append({"ev": "ok", "op": "doctor:7", "th": "doctor", "t": t + 3000, "rt": rt + 3000, "res": False})
+    ev.append({"ev": "inv", "op": "doctor:8", "kind": "fault", "fault": "redis_kill", "th": "doctor-nemesis",
+               "t": t + 10_000_000, "rt": rt + 10_000_000})
+    ev.append({"ev": "ok", "op": "doctor:8", "th": "doctor-nemesis", "t": t + 11_000_000, "rt": rt + 11_000_000,
+               "res": {"lost": True}})
+    ev.append({"ev": "stopped", "th": "doctor", "t": t + 30_000_000, "rt": rt + 30_000_000})
+    fin["redis"].append({"key": "rp:{X-doctor-4}:lock", "type": "string", "pttl": 50000, "value": token})
+    return "a lease still held after a pooled release found nothing, lost data while held, its key left"
+
+
 def d_stranded_unknown(ev, fin, h):
     """An acquire that failed with the connection lost, outside every loss
     window, whose lease is left in Redis: the backend did not release it."""
@@ -345,7 +368,8 @@ DOCTORS = [
     ("one_leader", d_leader), ("ratelimit_sliding_log", d_rl("sliding_log")),
     ("ratelimit_sliding_window", d_rl("sliding_window")), ("ratelimit_gcra", d_rl("gcra")),
     ("semaphore_permits", d_sem), ("no_stranded_lease", d_stranded),
-    ("no_stranded_lease", d_stranded_unknown), ("no_stranded_lease", d_stranded_released), ("memory_flat", d_rss),
+    ("no_stranded_lease", d_stranded_unknown), ("no_stranded_lease", d_stranded_released),
+    ("no_stranded_lease", d_stranded_held), ("memory_flat", d_rss),
     ("history_complete", d_incomplete), ("strict_refuses_missing_token", d_strict),
     ("redis_clock_is_ours", d_clock), ("no_write_under_released_lease", d_released),
 ]
