@@ -257,19 +257,29 @@ def d_stranded(ev, fin, h):
     return "a lease key left with 50 s to live"
 
 
+def doctor_lease(ev, fin, n, released, pool=False):
+    """A minute before the run, thread "doctor" acquires lease X-doctor-N
+    (ops doctor:N and doctor:N+1) and releases it 1 ms later, the release
+    answered released (True or False); its key is left in Redis with 50 s
+    to live.  Returns the acquire's time (both clocks)."""
+    t, rt = before_everything(ev)
+    name, token = "X-doctor-%d" % n, "%032x" % (0xD0C70 + n)
+    acq, rel = "doctor:%d" % n, "doctor:%d" % (n + 1)
+    ev.append({"ev": "inv", "op": acq, "kind": "acquire", "th": "doctor", "srv": "pg1", "name": name,
+               "ttl": 60000, "wait": 0, "scope": "session", "t": t, "rt": rt})
+    ev.append({"ev": "ok", "op": acq, "th": "doctor", "t": t + 1000, "rt": rt + 1000,
+               "res": {"fence": 1, "token": token, "exp": rt + 60_000_000}})
+    ev.append(dict({"ev": "inv", "op": rel, "kind": "release", "th": "doctor", "srv": "pg1", "name": name,
+                    "fence": 1, "t": t + 2000, "rt": rt + 2000}, **({"pool": True} if pool else {})))
+    ev.append({"ev": "ok", "op": rel, "th": "doctor", "t": t + 3000, "rt": rt + 3000, "res": released})
+    fin["redis"].append({"key": "rp:{%s}:lock" % name, "type": "string", "pttl": 50000, "value": token})
+    return t, rt
+
+
 def d_stranded_released(ev, fin, h):
     """A lease acquired and released (Redis answered "released") outside
     every loss window, whose key is still there: the release did not happen."""
-    t, rt = before_everything(ev)
-    token = "fedcba9876543210fedcba9876543210"
-    ev.append({"ev": "inv", "op": "doctor:4", "kind": "acquire", "th": "doctor", "srv": "pg1", "name": "X-doctor-3",
-               "ttl": 60000, "wait": 0, "scope": "session", "t": t, "rt": rt})
-    ev.append({"ev": "ok", "op": "doctor:4", "th": "doctor", "t": t + 1000, "rt": rt + 1000,
-               "res": {"fence": 1, "token": token, "exp": rt + 60_000_000}})
-    ev.append({"ev": "inv", "op": "doctor:5", "kind": "release", "th": "doctor", "srv": "pg1", "name": "X-doctor-3",
-               "fence": 1, "t": t + 2000, "rt": rt + 2000})
-    ev.append({"ev": "ok", "op": "doctor:5", "th": "doctor", "t": t + 3000, "rt": rt + 3000, "res": True})
-    fin["redis"].append({"key": "rp:{X-doctor-3}:lock", "type": "string", "pttl": 50000, "value": token})
+    doctor_lease(ev, fin, 4, True)
     return "a lease released with Redis' answer \"released\", its key left with 50 s to live"
 
 
@@ -278,21 +288,12 @@ def d_stranded_held(ev, fin, h):
     still held it), a Redis kill that lost the data 10 s later, the holder's
     session ending 20 s after that and its key left: the kill came while the
     lease was held, so it cannot have lost the holder's release."""
-    t, rt = before_everything(ev)
-    token = "00112233445566778899aabbccddeeff"
-    ev.append({"ev": "inv", "op": "doctor:6", "kind": "acquire", "th": "doctor", "srv": "pg1", "name": "X-doctor-4",
-               "ttl": 60000, "wait": 0, "scope": "session", "t": t, "rt": rt})
-    ev.append({"ev": "ok", "op": "doctor:6", "th": "doctor", "t": t + 1000, "rt": rt + 1000,
-               "res": {"fence": 1, "token": token, "exp": rt + 60_000_000}})
-    ev.append({"ev": "inv", "op": "doctor:7", "kind": "release", "th": "doctor", "srv": "pg1", "name": "X-doctor-4",
-               "fence": 1, "pool": True, "t": t + 2000, "rt": rt + 2000})
-    ev.append({"ev": "ok", "op": "doctor:7", "th": "doctor", "t": t + 3000, "rt": rt + 3000, "res": False})
+    t, rt = doctor_lease(ev, fin, 6, False, pool=True)
     ev.append({"ev": "inv", "op": "doctor:8", "kind": "fault", "fault": "redis_kill", "th": "doctor-nemesis",
                "t": t + 10_000_000, "rt": rt + 10_000_000})
     ev.append({"ev": "ok", "op": "doctor:8", "th": "doctor-nemesis", "t": t + 11_000_000, "rt": rt + 11_000_000,
                "res": {"lost": True}})
     ev.append({"ev": "stopped", "th": "doctor", "t": t + 30_000_000, "rt": rt + 30_000_000})
-    fin["redis"].append({"key": "rp:{X-doctor-4}:lock", "type": "string", "pttl": 50000, "value": token})
     return "a lease still held after a pooled release found nothing, lost data while held, its key left"
 
 
