@@ -10,12 +10,14 @@
 #     is;
 #   - a lease or permit released or shortened by token from another
 #     connection of this server is no longer believed by the backend that
-#     took it (re-entry, the lock-bound guard, permits);
+#     took it (re-entry, the lock-bound guard, permits), nor when the
+#     call's reply was lost (it may have run), nor after the holder's own
+#     release whose reply was lost; a lease so doubted is still released;
 #   - a semaphore waiter that is cancelled or times out leaves the queue at
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 19
+plan 28
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -138,6 +140,97 @@ is "$(session_q sa "INSERT INTO tb_account VALUES (3)")" "ERROR:  RP004" \
 session_q sa "ROLLBACK" >/dev/null
 kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
 session_close sc
+
+# ---- a release or extend whose reply was lost ------------------------------
+# The call fails (command_timeout) and may or may not have run in Redis.
+# Whoever believed the lease stops believing it before the round trip: if
+# the call ran, another holder may already have the name.  Naive (told only
+# once Redis answered), A's write lands under a lease Redis no longer holds.
+# arm EVENTS: the proxy lets one more command through (it runs in Redis),
+# holds its reply, and drops everything after it.
+arm() { kill -USR1 "$proxy"; wait_for 30 "grep -q '^armed' '$1'"; }
+# through NAME: session NAME reaches Redis through the proxy, giving up on
+# a reply after 500 ms; its scripts are warmed through it first (a NOSCRIPT
+# would send an EVAL the armed proxy drops).
+through() {
+	session_q "$1" "SET redis_primitives.port = $pport" >/dev/null
+	session_q "$1" "SET redis_primitives.command_timeout = 500" >/dev/null
+	session_q "$1" "SELECT held FROM rp_lock_info('tb-dummy')" >/dev/null
+}
+direct() {
+	session_q "$1" "RESET redis_primitives.port" >/dev/null
+	session_q "$1" "RESET redis_primitives.command_timeout" >/dev/null
+}
+held() { q "SELECT (rp_lock_info('$1')).held"; }
+session_open sc
+# C releases A's lease by token; the release runs in Redis, its reply is lost.
+start_proxy "$RP_TMP/tb5.events" 10000
+through sc
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-warm', 30000)")
+session_q sc "SELECT rp_release('tb-warm', '$tok')" >/dev/null
+session_q sa "BEGIN" >/dev/null
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-5', 30000)")
+arm "$RP_TMP/tb5.events"
+out=$(session_q sc "SELECT rp_release('tb-5', '$tok')")
+is "${out:0:6} $(grep -c '^forwarded' "$RP_TMP/tb5.events") $(held tb-5)" "ERROR: 1 f" \
+	"(C's release by token ran in Redis, its reply lost: C's call failed)"
+is "$(session_q sa "INSERT INTO tb_account VALUES (5)")" "ERROR:  RP004" \
+	"a release by token whose reply was lost: A's write is refused (RP004), not landed under a lease Redis dropped"
+session_q sa "ROLLBACK" >/dev/null
+kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+# The same, the release lost before it reached Redis: A still holds the
+# lease in Redis; it does not believe it, yet releases it at its end
+# (rp_release_all here), not leaving it to its TTL.
+start_proxy "$RP_TMP/tb6.events" 50
+through sc
+session_q sa "BEGIN" >/dev/null
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-6', 30000)")
+arm "$RP_TMP/tb6.events"
+session_q sc "SELECT held FROM rp_lock_info('tb-dummy')" >/dev/null
+out=$(session_q sc "SELECT rp_release('tb-6', '$tok')")
+is "${out:0:6} $(grep -c '^forwarded' "$RP_TMP/tb6.events") $(held tb-6)" "ERROR: 1 t" \
+	"(C's release by token never reached Redis: C's call failed, Redis still holds A's lease)"
+is "$(session_q sa "INSERT INTO tb_account VALUES (6)")" "ERROR:  RP004" \
+	"a release by token of unknown outcome: A's write is refused (RP004)"
+session_q sa "ROLLBACK" >/dev/null
+is "$(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-6'") $(session_q sa "SELECT rp_release_all()") $(held tb-6)" "0 1 f" \
+	"... A no longer lists it in rp_leases(), and still releases it: rp_release_all() released 1, Redis holds none"
+kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+# A's own release, its reply lost, caught by a savepoint: A does not go on
+# writing under the lease it let go of.
+start_proxy "$RP_TMP/tb7.events" 10000
+through sa
+session_q sa "BEGIN" >/dev/null
+session_q sa "SELECT fence > 0 FROM rp_acquire('tb-7', 30000)" >/dev/null
+session_q sa "SAVEPOINT s" >/dev/null
+arm "$RP_TMP/tb7.events"
+out=$(session_q sa "SELECT rp_release('tb-7')")
+session_q sa "ROLLBACK TO SAVEPOINT s" >/dev/null
+is "${out:0:6} $(held tb-7)" "ERROR: f" "(A's own release ran in Redis, its reply lost: the call failed)"
+is "$(session_q sa "INSERT INTO tb_account VALUES (7)")" "ERROR:  RP004" \
+	"A's own release whose reply was lost: its write after it is refused (RP004)"
+session_q sa "ROLLBACK" >/dev/null
+direct sa
+kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+session_q sa "SELECT rp_release_all()" >/dev/null
+# C shortens A's lease to 300 ms by token; it runs, its reply is lost.
+start_proxy "$RP_TMP/tb8.events" 10000
+through sc
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-warm', 30000)")
+session_q sc "SELECT rp_extend('tb-warm', '$tok', 30000) IS NOT NULL" >/dev/null
+session_q sc "SELECT rp_release('tb-warm', '$tok')" >/dev/null
+session_q sa "BEGIN" >/dev/null
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-8', 30000)")
+arm "$RP_TMP/tb8.events"
+out=$(session_q sc "SELECT rp_extend('tb-8', '$tok', 300) IS NOT NULL")
+wait_for 30 '[ "$(held tb-8)" = f ]'
+is "${out:0:6} $(held tb-8)" "ERROR: f" "(C's extend to 300 ms ran in Redis, its reply lost; the lease then expired)"
+is "$(session_q sa "INSERT INTO tb_account VALUES (8)")" "ERROR:  RP004" \
+	"an extend by token whose reply was lost: A believes the shorter deadline, its write after it is refused (RP004)"
+session_q sa "ROLLBACK" >/dev/null
+kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+session_close sc
+session_q sa "SELECT rp_release_all()" >/dev/null
 
 # A 1-permit semaphore: released by token elsewhere, taken by B; A asking
 # again must not end with a second holder by its own records.
