@@ -93,10 +93,11 @@ typedef struct RpLockEntry
 
 	/*
 	 * What other backends of this server learned of the lease: a release
-	 * or extend by token confirmed by Redis.  Under mutex: tokhash (a keyed
+	 * or extend by token, asked for or confirmed by Redis.  Under mutex: tokhash (a keyed
 	 * hash of the lease's token, never shown), and override (0: nothing;
 	 * else the earliest deadline other backends told since the owner last
-	 * cleared it, RP_LOCKS_REVOKED for a release) with override_seq counting
+	 * cleared it, RP_LOCKS_REVOKED for a release, RP_LOCKS_DOUBTED for one
+	 * whose outcome is not known) with override_seq counting
 	 * the overrides.
 	 */
 	slock_t		mutex;
@@ -761,7 +762,7 @@ rp_locks_override_clear(const void *key, uint32 seq)
 	if (e == NULL)
 		return;
 	SpinLockAcquire(&e->mutex);
-	if (e->override_seq == seq && e->override != RP_LOCKS_REVOKED)
+	if (e->override_seq == seq && e->override > RP_LOCKS_DOUBTED)
 		e->override = 0;
 	SpinLockRelease(&e->mutex);
 }

@@ -161,16 +161,26 @@ extern void rp_locks_unpublish(const void *key);
  * without shared memory these do nothing and find nothing).  A published
  * row is bound to its lease's token by a keyed hash (rp_locks_bind_token;
  * the token itself is never stored).  A backend that released or extended
- * a lease by token, confirmed by Redis, tells its owner through
- * rp_locks_override_token (deadline RP_LOCKS_REVOKED for a release; a row
+ * a lease by token tells its owner through rp_locks_override_token, before
+ * the round trip (RP_LOCKS_DOUBTED for a release, the new deadline for an
+ * extend) and after Redis answered (RP_LOCKS_REVOKED: released, or not
+ * held any more; a row
  * keeps the earliest deadline told; returns how many rows it marked); the
  * owner reads its own row's override with
  * rp_locks_override_of (seq: how many overrides so far), and, after its own
  * extend, clears it with rp_locks_override_clear only if no override came
- * since seq (a release is never cleared).
+ * since seq (a release, confirmed or doubted, is never cleared).
  */
 /* Long past, yet safe to subtract a margin from (DT_NOBEGIN would wrap). */
 #define RP_LOCKS_REVOKED	((TimestampTz) 1)
+/*
+ * A release by token asked for, its outcome not known yet (told before the
+ * round trip; RP_LOCKS_REVOKED follows once Redis answers).  The owner stops
+ * believing the lease but still releases it at its end: the release may
+ * never have reached Redis.  Earlier than any deadline, later than a
+ * release; like a release, never cleared.
+ */
+#define RP_LOCKS_DOUBTED	((TimestampTz) 2)
 extern void rp_locks_bind_token(const void *key, const char *token);
 extern bool rp_locks_override_of(const void *key, TimestampTz *deadline, uint32 *seq);
 extern void rp_locks_override_clear(const void *key, uint32 seq);

@@ -258,8 +258,29 @@ rp_lease_truth(RpLease *l)
 	TimestampTz d;
 	uint32		seq;
 
-	if (rp_locks_override_of(l, &d, &seq) && d < l->expires_at)
+	if (!rp_locks_override_of(l, &d, &seq))
+		return;
+	if (d == RP_LOCKS_DOUBTED)
+		l->doubted = true;
+	else if (d < l->expires_at)
 		l->expires_at = d;
+}
+
+/*
+ * Believed until: its deadline, or long past once a release of it was asked
+ * for with an outcome not known (doubted).  Belief (re-entry, the guards,
+ * rp_leases) goes by this; the duty to release goes by expires_at alone.
+ */
+static inline TimestampTz
+rp_lease_believed(const RpLease *l)
+{
+	return l->doubted ? RP_LOCKS_REVOKED : l->expires_at;
+}
+
+void
+rp_lease_doubt(RpLease *l)
+{
+	l->doubted = true;
 }
 
 /* The session's leases of this kind on name (NULL: none), oldest first. */
@@ -332,7 +353,7 @@ rp_lease_of_this_xact(const char *name, size_t namelen, RpLeaseKind kind,
 		RpLease    *l = dlist_container(RpLease, node, it.cur);
 
 		rp_lease_truth(l);
-		if (rp_lease_this_xact(l) && l->expires_at > now)
+		if (rp_lease_this_xact(l) && rp_lease_believed(l) > now)
 			return l;
 	}
 	return NULL;
@@ -569,14 +590,14 @@ rp_lease_lookup_ex(const char *name, size_t namelen, bool this_xact,
 			rp_lease_truth(l);
 			if (this_xact && !rp_lease_this_xact(l))
 				continue;
-			if (best == NULL || l->expires_at > best->expires_at)
+			if (best == NULL || rp_lease_believed(l) > rp_lease_believed(best))
 				best = l;
 		}
 	}
 	if (best == NULL)
 		return false;
 	*fence = best->fence;
-	*expires_at = best->expires_at;
+	*expires_at = rp_lease_believed(best);
 	return true;
 }
 
@@ -859,8 +880,9 @@ typedef enum RpTake
  * Take the registry's entries of one sort out (RP_TAKE_XACT: of subid only,
  * unless InvalidSubTransactionId), release them and forget them.  quiet: the
  * cleanup face, never throws, and hands what Redis did not answer to the
- * background worker; otherwise a failure raises and leaves the registry as
- * it was.  Returns how many Redis still held.
+ * background worker; otherwise a failure raises and leaves the leases in
+ * the registry, doubted (rp_lease_doubt).  Returns how many Redis still
+ * held.
  */
 static int
 rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
@@ -913,7 +935,16 @@ rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
 		pfree(answered);
 	}
 	else
+	{
+		/*
+		 * rp_release_all(): should Redis not answer, the leases stay in the
+		 * registry (released at their end) but are no longer believed: the
+		 * release may have run.
+		 */
+		for (int i = 0; i < n; i++)
+			take[i]->doubted = true;
 		released = rp_release_leases(take, n, quiet, false, NULL);
+	}
 	for (int i = 0; i < n; i++)
 		rp_registry_remove(take[i]);
 	pfree(take);
@@ -1445,6 +1476,9 @@ rp_lease_extend_held(RpLease *l, int64 ttl_ms)
 	keys[0].len = l->keylen;
 	argv[0] = rp_arg_str(l->token);
 	argv[1] = rp_arg_int(ttl_ms);
+	/* A shorter deadline is believed before the round trip (reply lost). */
+	if (TimestampTzPlusMilliseconds(sent, ttl_ms) < l->expires_at)
+		l->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
 	if (rp_reply_int(rp_lease_eval(kind->extend, 1, keys, 2, argv),
 					 kind->extend->name) != 1)
 		return false;

@@ -65,6 +65,10 @@ typedef struct RpLease
 	TimestampTz expires_at;		/* time the acquire was sent + ttl */
 	bool		xact;			/* released at top-level transaction end */
 	bool		verify;			/* checked at this transaction's PRE_COMMIT */
+	bool		doubted;		/* a release of it was asked for and its
+								 * outcome is unknown (the reply lost): no
+								 * longer believed (re-entry, the guards,
+								 * rp_leases), still released at its end */
 	SubTransactionId subid;		/* subtransaction that took it (xact only) */
 	uint64		xact_gen;		/* top-level transaction that took it
 								 * (rp_lease_this_xact) */
@@ -187,6 +191,14 @@ extern bool rp_lease_extend_held(RpLease *l, int64 ttl_ms);
 
 /* Take a registry entry out of the registry (it is freed). */
 extern void rp_lease_forget(RpLease *l);
+
+/*
+ * A release of a registry entry is about to be asked for: from here on it
+ * is not believed (re-entry passes it by, the guards refuse it, rp_leases
+ * leaves it out), and if the release fails with its outcome unknown it
+ * stays in the registry, released again at its end.
+ */
+extern void rp_lease_doubt(RpLease *l);
 
 /*
  * Release n leases (registry entries, unsettled or transient) by

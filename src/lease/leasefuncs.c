@@ -114,16 +114,33 @@ rp_lease_of(text *name, text *token, bool *mine)
 }
 
 /*
- * A release or extend by token of a lease this session does not hold, once
- * Redis answered: the backend of this server that holds it (if any) is told
- * through its rp_locks row, and stops believing it at once (RP_LOCKS_REVOKED:
- * released, or not held any more) or believes the new deadline.  Another
- * server's backends cannot be told: docs/lock.md.
+ * A release or extend by token of a lease this session does not hold: the
+ * backend of this server that holds it (if any) is told through its
+ * rp_locks row, before the round trip (RP_LOCKS_DOUBTED for a release: it
+ * stops believing the lease and still releases it at its end; the new
+ * deadline for an extend, believed if earlier) and once Redis answered
+ * (RP_LOCKS_REVOKED: released, or not held any more).  A call whose reply
+ * is lost leaves the owner on the safe side.  Another server's backends
+ * cannot be told: docs/lock.md.
  */
 static void
 rp_tell_owner(RpLease *l, TimestampTz deadline)
 {
 	(void) rp_locks_override_token(l->name, l->namelen, l->token, deadline);
+}
+
+/*
+ * A release is about to be asked for: until Redis answers, the lease is not
+ * believed, here (mine) or by its owner.  Should the reply be lost, it
+ * stays so, and is still released at its end.
+ */
+static void
+rp_release_doubt(RpLease *l, bool mine)
+{
+	if (mine)
+		rp_lease_doubt(l);
+	else
+		rp_tell_owner(l, RP_LOCKS_DOUBTED);
 }
 
 RP_TRACKED_FUNCTION(rp_release_lease, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
@@ -140,6 +157,7 @@ RP_TRACKED_FUNCTION(rp_release_lease, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 	l = rp_lease_of(name, token, &mine);
 	if (l->token[0] == '\0')
 		PG_RETURN_BOOL(false);
+	rp_release_doubt(l, mine);
 	released = rp_lease_release(&l, 1, false, NULL) == 1;
 	if (mine)
 		rp_lease_forget(l);
@@ -169,6 +187,7 @@ RP_TRACKED_FUNCTION(rp_release_name, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 		rp_pool_warn_release_not_held(name, namelen);	/* pool.c */
 		PG_RETURN_BOOL(false);
 	}
+	rp_lease_doubt(mine);
 	released = rp_lease_release(&mine, 1, false, NULL) == 1;
 	rp_lease_forget(mine);
 	PG_RETURN_BOOL(released);
@@ -197,6 +216,7 @@ rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 	bool		ok;
 	const RpLeaseKindDef *kind = rp_lease_kind(l->kind);
 	TimestampTz d;
+	TimestampTz asked;
 	uint32		seq = 0;
 
 	if (mine)
@@ -207,6 +227,16 @@ rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 	argv[0] = rp_arg_str(l->token);
 	argv[1] = rp_arg_int(ttl_ms);
 	sent = GetCurrentTimestamp();
+
+	/*
+	 * Before the round trip, the shorter deadline is believed (here, or by
+	 * the owner): should the reply be lost, the extend may have run.
+	 */
+	asked = TimestampTzPlusMilliseconds(sent, ttl_ms);
+	if (!mine)
+		rp_tell_owner(l, asked);
+	else if (asked < l->expires_at)
+		l->expires_at = asked;
 	if (counter == NULL || kind->extend_counter == NULL)
 		ok = rp_reply_int(rp_lease_eval(kind->extend, 1, keys, 2, argv),
 						  kind->extend->name) == 1;
@@ -233,14 +263,12 @@ rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 			rp_tell_owner(l, RP_LOCKS_REVOKED);
 		return false;
 	}
-	l->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
+	l->expires_at = asked;
 	if (mine)
 	{
 		rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
 		rp_locks_override_clear(l, seq);
 	}
-	else
-		rp_tell_owner(l, l->expires_at);
 	return true;
 }
 
@@ -283,6 +311,9 @@ rp_leases(PG_FUNCTION_ARGS)
 		bool		nulls[4] = {false, false, false, false};
 
 		l = all[i];
+		/* A release asked for, its outcome unknown: not believed. */
+		if (l->doubted)
+			continue;
 		values[0] = PointerGetDatum(cstring_to_text_with_len(l->name, l->namelen));
 		values[1] = CStringGetTextDatum(l->token);
 		values[2] = Int64GetDatum(l->fence);
@@ -323,6 +354,7 @@ RP_TRACKED_FUNCTION(rp_release_token, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 	/* Not one of our tokens' shape: no lease can hold it. */
 	if (l->token[0] == '\0')
 		PG_RETURN_BOOL(false);
+	rp_release_doubt(l, mine);
 	released = rp_lease_release(&l, 1, false, NULL) == 1;
 	if (mine)
 		rp_lease_forget(l);
