@@ -173,13 +173,14 @@ backend_gone() {
 	wait_for "${2:-30}" "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE pid = $1\")\" = 0 ]"
 }
 
-# start_proxy EVENTS HOLD_MS: a fresh test/t/delay_proxy.py to Redis on
-# $pport (pid in $proxy), which after SIGUSR1 runs one more command in
+# start_proxy EVENTS HOLD_MS [hold]: a fresh test/t/delay_proxy.py to Redis
+# on $pport (pid in $proxy), which after SIGUSR1 runs one more command in
 # Redis and holds its reply back HOLD_MS; it writes what it does to EVENTS.
+# With "hold", that command itself waits for SIGUSR2 before it goes.
 start_proxy() {
 	pport=$(rp_free_port)
 	: >"$1"
-	/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" "$2" "$1" &
+	/usr/bin/python3 "$(dirname "$0")/../t/delay_proxy.py" "$pport" "$REDIS_PORT" "$2" "$1" ${3:-} &
 	proxy=$!
 	wait_for 30 "grep -q '^listening' '$1'"
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test/t/delay_proxy.py -- a TCP proxy to Redis that holds back one reply.
 
-    delay_proxy.py LISTEN_PORT REDIS_PORT DELAY_MS EVENTS_FILE
+    delay_proxy.py LISTEN_PORT REDIS_PORT DELAY_MS EVENTS_FILE [hold]
 
 Until it gets SIGUSR1 it forwards both ways at once.  After SIGUSR1:
 
@@ -13,7 +13,12 @@ Until it gets SIGUSR1 it forwards both ways at once.  After SIGUSR1:
     after it arrived: events "held <ms> <bytes>", then "released <ms>".
 
 So the command runs in Redis at once and its reply is read DELAY_MS later,
-and it is the last command Redis gets from behind the proxy.  Times are
+and it is the last command Redis gets from behind the proxy.
+
+With "hold", that next command is held back instead (event "held-command")
+until SIGUSR2, which forwards it ("forwarded"); from there on as above: its
+reply DELAY_MS later, nothing more reaches Redis.  So a command can be made
+to run in Redis after commands other clients send directly.  Times are
 wall-clock milliseconds (time.time()), on the clock of PostgreSQL's
 clock_timestamp().  Events are appended to EVENTS_FILE, one a line, the
 first "listening <ms>" once connections are accepted.
@@ -32,6 +37,7 @@ import time
 
 listen_port, redis_port, delay_ms = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 events = open(sys.argv[4], "a", buffering=1)
+hold = len(sys.argv) > 5 and sys.argv[5] == "hold"
 
 
 def event(*words):
@@ -62,7 +68,8 @@ def command_end(buf):
 
 
 sel = selectors.DefaultSelector()
-state = "pass"          # pass -> armed (SIGUSR1) -> cut (the command went)
+state = "pass"          # pass -> armed (SIGUSR1) [-> holding -> SIGUSR2] -> cut (the command went)
+held_command = None     # hold: (client socket, the command's bytes)
 pending = []            # (due ms, seq, client socket, bytes): held replies
 seq = 0
 peer = {}               # socket -> its other end (None: a client cut off)
@@ -73,6 +80,7 @@ wake_r.setblocking(False)
 wake_w.setblocking(False)
 signal.set_wakeup_fd(wake_w.fileno())
 signal.signal(signal.SIGUSR1, lambda *_: None)
+signal.signal(signal.SIGUSR2, lambda *_: None)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
 srv = socket.socket()
@@ -100,9 +108,16 @@ while True:
     for key, _ in sel.select(timeout):
         s, kind = key.fileobj, key.data
         if kind == "signal":
-            if state == "pass" and signal.SIGUSR1 in wake_r.recv(64):
+            sigs = wake_r.recv(64)
+            if state == "pass" and signal.SIGUSR1 in sigs:
                 state = "armed"
                 event("armed", "%.3f" % now_ms())
+            elif state == "holding" and signal.SIGUSR2 in sigs:
+                c, command = held_command
+                if peer.get(c) is not None:
+                    peer[c].sendall(command)
+                state = "cut"
+                event("forwarded", "%.3f" % now_ms(), len(command))
             continue
         if kind == "accept":
             c, _ = srv.accept()
@@ -139,6 +154,11 @@ while True:
             end = command_end(buf)
             if end is None:
                 armed_buf[s] = buf
+                continue
+            if hold:
+                held_command = (s, buf[:end])
+                state = "holding"
+                event("held-command", "%.3f" % now_ms(), end)
                 continue
             peer[s].sendall(buf[:end])
             state = "cut"
