@@ -17,7 +17,7 @@
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 28
+plan 33
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -229,8 +229,43 @@ is "$(session_q sa "INSERT INTO tb_account VALUES (8)")" "ERROR:  RP004" \
 	"an extend by token whose reply was lost: A believes the shorter deadline, its write after it is refused (RP004)"
 session_q sa "ROLLBACK" >/dev/null
 kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+# C's extend to 300 ms is told to A, then held on its way to Redis; A's own
+# extend to 60 s runs first, then C's.  Answered, C tells A again; its reply
+# lost, C's telling stays pending and A's own extend does not clear it.
+# Naive (one telling, cleared by the owner's own extend), A's write lands.
+for reply in answered lost; do
+	if [ $reply = answered ]; then n=9 hold_ms=0 timeout=60000; else n=10 hold_ms=10000 timeout=500; fi
+	start_proxy "$RP_TMP/tb$n.events" $hold_ms hold
+	through sc
+	session_q sc "SET redis_primitives.command_timeout = $timeout" >/dev/null
+	session_q sa "BEGIN" >/dev/null
+	tok=$(session_q sa "SELECT token FROM rp_acquire('tb-$n', 30000)")
+	arm "$RP_TMP/tb$n.events"
+	printf '%s\n' "SELECT rp_extend('tb-$n', '$tok', 300) IS NOT NULL;" >&"$_fd_sc"
+	wait_for 30 "grep -q '^held-command' '$RP_TMP/tb$n.events'"
+	a=$(session_q sa "SELECT rp_extend('tb-$n', '$tok', 60000) IS NOT NULL")
+	kill -USR2 "$proxy"
+	wait_for 30 "grep -q '^forwarded' '$RP_TMP/tb$n.events'"
+	c=$(session_q sc "SELECT 'c'" | head -1)
+	wait_for 30 '[ "$(held tb-$n)" = f ]'
+	[ $reply = answered ] && want="t t f" || want="t ERROR: f"
+	is "$a ${c:0:6} $(held tb-$n)" "$want" \
+		"(C's extend to 300 ms, $reply, ran in Redis after A's own to 60 s; Redis dropped the lease)"
+	is "$(session_q sa "INSERT INTO tb_account VALUES ($n)")" "ERROR:  RP004" \
+		"C's extend $reply after A's own extend: A believes the shorter deadline, its write is refused (RP004)"
+	session_q sa "ROLLBACK" >/dev/null
+	kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+done
 session_close sc
 session_q sa "SELECT rp_release_all()" >/dev/null
+# A release by token under another name finds nothing in Redis; it says
+# nothing of A's lease of the right name with that token.  Naive (rows
+# matched by token alone), A stops believing it and forgets it: left in
+# Redis until its TTL.
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-11', 60000)")
+r=$(q "SELECT rp_release('tb-other', '$tok')")
+is "$r $(session_q sa "INSERT INTO tb_account VALUES (11) RETURNING id") $(session_q sa "SELECT rp_release_all()") $(held tb-11)" "f 11 1 f" \
+	"a release by token under another name: A's lease of the right name is still believed (its write lands) and released"
 
 # A 1-permit semaphore: released by token elsewhere, taken by B; A asking
 # again must not end with a second holder by its own records.
