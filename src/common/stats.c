@@ -104,6 +104,8 @@ typedef struct RpLockEntry
 	uint64		tokhash;
 	TimestampTz override;
 	uint32		override_seq;
+	uint32		pending;		/* extends by token told, not yet answered:
+								 * while any, the owner keeps the override */
 } RpLockEntry;
 
 typedef struct RpStatsShared
@@ -694,12 +696,17 @@ rp_locks_publish(const void *key, const char *name, size_t namelen,
 	rp_entry_end_write(e);
 }
 
+/*
+ * The keyed hash of a lease's name and token: a call by token under another
+ * name (Redis answers "not held") must not mark the lease of the right one.
+ */
 static uint64
-rp_locks_tokhash(const char *token)
+rp_locks_tokhash(const char *name, size_t namelen, const char *token)
 {
 	uint64		h = hash_bytes_extended((const unsigned char *) token, (int) strlen(token),
 										rp_stats_shared->tokhash_key);
 
+	h = hash_bytes_extended((const unsigned char *) name, (int) namelen, h);
 	return h == 0 ? 1 : h;		/* 0 means "no token" */
 }
 
@@ -718,18 +725,19 @@ rp_locks_own_row(const void *key)
 }
 
 void
-rp_locks_bind_token(const void *key, const char *token)
+rp_locks_bind_token(const void *key, const char *name, size_t namelen, const char *token)
 {
 	RpLockEntry *e = rp_locks_own_row(key);
 	uint64		h;
 
 	if (e == NULL)
 		return;
-	h = rp_locks_tokhash(token);
+	h = rp_locks_tokhash(name, namelen, token);
 	SpinLockAcquire(&e->mutex);
 	e->tokhash = h;
 	e->override = 0;
 	e->override_seq = 0;
+	e->pending = 0;
 	SpinLockRelease(&e->mutex);
 }
 
@@ -762,21 +770,21 @@ rp_locks_override_clear(const void *key, uint32 seq)
 	if (e == NULL)
 		return;
 	SpinLockAcquire(&e->mutex);
-	if (e->override_seq == seq && e->override > RP_LOCKS_DOUBTED)
+	if (e->override_seq == seq && e->override > RP_LOCKS_DOUBTED && e->pending == 0)
 		e->override = 0;
 	SpinLockRelease(&e->mutex);
 }
 
 int
 rp_locks_override_token(const char *name, size_t namelen, const char *token,
-						TimestampTz deadline)
+						TimestampTz deadline, int pending)
 {
 	uint64		h;
 	int			n = 0;
 
 	if (rp_stats_shared == NULL)
 		return 0;
-	h = rp_locks_tokhash(token);
+	h = rp_locks_tokhash(name, namelen, token);
 	for (int i = 0; i < rp_stats_shared->nlocks; i++)
 	{
 		RpLockEntry *e = &rp_lock_entries[i];
@@ -795,6 +803,10 @@ rp_locks_override_token(const char *name, size_t namelen, const char *token,
 			if (e->override == 0 || deadline < e->override)
 				e->override = deadline;
 			e->override_seq++;
+			if (pending > 0)
+				e->pending++;
+			else if (pending < 0 && e->pending > 0)
+				e->pending--;
 			n++;
 		}
 		SpinLockRelease(&e->mutex);

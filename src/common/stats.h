@@ -159,17 +159,20 @@ extern void rp_locks_unpublish(const void *key);
 /*
  * The table as this server's truth about its leases (only when preloaded;
  * without shared memory these do nothing and find nothing).  A published
- * row is bound to its lease's token by a keyed hash (rp_locks_bind_token;
- * the token itself is never stored).  A backend that released or extended
- * a lease by token tells its owner through rp_locks_override_token, before
- * the round trip (RP_LOCKS_DOUBTED for a release, the new deadline for an
- * extend) and after Redis answered (RP_LOCKS_REVOKED: released, or not
- * held any more; a row
- * keeps the earliest deadline told; returns how many rows it marked); the
- * owner reads its own row's override with
- * rp_locks_override_of (seq: how many overrides so far), and, after its own
- * extend, clears it with rp_locks_override_clear only if no override came
- * since seq (a release, confirmed or doubted, is never cleared).
+ * row is bound to its lease's name and token by a keyed hash
+ * (rp_locks_bind_token; the token itself is never stored).  A backend that
+ * releases or extends a lease by token tells its owner through
+ * rp_locks_override_token, before the round trip (RP_LOCKS_DOUBTED for a
+ * release; for an extend the deadline asked for, pending +1) and after
+ * Redis answered (RP_LOCKS_REVOKED: released, or not held any more; for an
+ * extend that ran, its deadline again, pending -1).  A row keeps the
+ * earliest deadline told; the call returns how many rows it marked.  The
+ * owner reads its own row's override with rp_locks_override_of (seq: how
+ * many overrides so far), and, after its own extend, clears it with
+ * rp_locks_override_clear only if no override came since seq and no extend
+ * by token is pending (one whose reply was lost stays pending: it may run
+ * after the owner's own).  A release, confirmed or doubted, is never
+ * cleared.
  */
 /* Long past, yet safe to subtract a margin from (DT_NOBEGIN would wrap). */
 #define RP_LOCKS_REVOKED	((TimestampTz) 1)
@@ -181,10 +184,11 @@ extern void rp_locks_unpublish(const void *key);
  * release; like a release, never cleared.
  */
 #define RP_LOCKS_DOUBTED	((TimestampTz) 2)
-extern void rp_locks_bind_token(const void *key, const char *token);
+extern void rp_locks_bind_token(const void *key, const char *name, size_t namelen,
+								const char *token);
 extern bool rp_locks_override_of(const void *key, TimestampTz *deadline, uint32 *seq);
 extern void rp_locks_override_clear(const void *key, uint32 seq);
 extern int	rp_locks_override_token(const char *name, size_t namelen, const char *token,
-									TimestampTz deadline);
+									TimestampTz deadline, int pending);
 
 #endif							/* RP_STATS_H */

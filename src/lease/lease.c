@@ -429,7 +429,7 @@ rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
 	if (l->verify)
 		rp_nverify++;
 	rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
-	rp_locks_bind_token(l, l->token);
+	rp_locks_bind_token(l, l->name, l->namelen, l->token);
 	return l;
 }
 

@@ -124,9 +124,9 @@ rp_lease_of(text *name, text *token, bool *mine)
  * cannot be told: docs/lock.md.
  */
 static void
-rp_tell_owner(RpLease *l, TimestampTz deadline)
+rp_tell_owner(RpLease *l, TimestampTz deadline, int pending)
 {
-	(void) rp_locks_override_token(l->name, l->namelen, l->token, deadline);
+	(void) rp_locks_override_token(l->name, l->namelen, l->token, deadline, pending);
 }
 
 /*
@@ -140,7 +140,7 @@ rp_release_doubt(RpLease *l, bool mine)
 	if (mine)
 		rp_lease_doubt(l);
 	else
-		rp_tell_owner(l, RP_LOCKS_DOUBTED);
+		rp_tell_owner(l, RP_LOCKS_DOUBTED, 0);
 }
 
 RP_TRACKED_FUNCTION(rp_release_lease, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
@@ -162,7 +162,7 @@ RP_TRACKED_FUNCTION(rp_release_lease, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 	if (mine)
 		rp_lease_forget(l);
 	else
-		rp_tell_owner(l, RP_LOCKS_REVOKED);
+		rp_tell_owner(l, RP_LOCKS_REVOKED, 0);
 	PG_RETURN_BOOL(released);
 }
 
@@ -234,7 +234,7 @@ rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 	 */
 	asked = TimestampTzPlusMilliseconds(sent, ttl_ms);
 	if (!mine)
-		rp_tell_owner(l, asked);
+		rp_tell_owner(l, asked, 1);
 	else if (asked < l->expires_at)
 		l->expires_at = asked;
 	if (counter == NULL || kind->extend_counter == NULL)
@@ -260,7 +260,7 @@ rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 		if (mine)
 			rp_lease_forget(l);
 		else
-			rp_tell_owner(l, RP_LOCKS_REVOKED);
+			rp_tell_owner(l, RP_LOCKS_REVOKED, -1);
 		return false;
 	}
 	l->expires_at = asked;
@@ -268,6 +268,14 @@ rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 	{
 		rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
 		rp_locks_override_clear(l, seq);
+	}
+	else
+	{
+		/*
+		 * Again now that it ran: the owner's own extend may have cleared
+		 * the first telling while this one was on its way to Redis.
+		 */
+		rp_tell_owner(l, asked, -1);
 	}
 	return true;
 }
@@ -359,7 +367,7 @@ RP_TRACKED_FUNCTION(rp_release_token, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 	if (mine)
 		rp_lease_forget(l);
 	else
-		rp_tell_owner(l, RP_LOCKS_REVOKED);
+		rp_tell_owner(l, RP_LOCKS_REVOKED, 0);
 	PG_RETURN_BOOL(released);
 }
 

@@ -53,6 +53,7 @@
 #include "fence_commit.h"
 #include "fence_def.h"
 #include "lease.h"
+#include "stats.h"
 
 /* ------------------------------------------------------------------------
  * Reading and writing the token, rendering the lock name.
@@ -186,6 +187,15 @@ rp_live_fence(RpGuard *g, Relation rel, const char *name)
 							   "This transaction took no lease on the lock the row is bound to (the guard's 'xact' option)." :
 							   "This session holds no lease on the lock the row is bound to."),
 					 errhint("Take it first: rp_acquire('%s', ttl_ms).", name)));
+		/* Released, or doubted: no time to show (stats.h's marks). */
+		if (expires_at <= RP_LOCKS_DOUBTED)
+			ereport(ERROR,
+					(errcode(ERRCODE_RP_NO_LEASE),
+					 errmsg("lease on \"%s\" was released for a write to table \"%s\"",
+							name, RelationGetRelationName(rel)),
+					 errdetail("The lease with fence token " INT64_FORMAT " was released, or a release of it was asked for and its outcome is not known (its reply was lost).",
+							   fence),
+					 errhint("Another holder may have the lock now.  Acquire it again and redo the work from a fresh read.")));
 		if (expires_at <= now)
 			ereport(ERROR,
 					(errcode(ERRCODE_RP_NO_LEASE),

@@ -17,7 +17,7 @@
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 33
+plan 34
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -193,6 +193,11 @@ is "${out:0:6} $(grep -c '^forwarded' "$RP_TMP/tb6.events") $(held tb-6)" "ERROR
 is "$(session_q sa "INSERT INTO tb_account VALUES (6)")" "ERROR:  RP004" \
 	"a release by token of unknown outcome: A's write is refused (RP004)"
 session_q sa "ROLLBACK" >/dev/null
+session_q sa '\set VERBOSITY default' >/dev/null
+session_q sa "INSERT INTO tb_account VALUES (6)" | tr '\n' ' ' |
+	grep -Eq 'lease on "tb-6" was released for a write to table "tb_account".*DETAIL: +The lease with fence token [0-9]+ was released, or a release of it was asked for and its outcome is not known'
+ok $? "... with an error that says so, not a deadline in 2000"
+session_q sa '\set VERBOSITY sqlstate' >/dev/null
 is "$(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-6'") $(session_q sa "SELECT rp_release_all()") $(held tb-6)" "0 1 f" \
 	"... A no longer lists it in rp_leases(), and still releases it: rp_release_all() released 1, Redis holds none"
 kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
