@@ -114,6 +114,9 @@ sub sq
 {
 	my ($s, $sql) = @_;
 	my $out = $s->query($sql);
+	# PostgreSQL::Test::BackgroundPsql of 16.2 and 17beta2 leaves the
+	# newline after its separator on the output; later releases take it off.
+	chomp $out if defined $out;
 	my $err = $s->{stderr};
 	$s->{stderr} = '';
 	return $1 if $err =~ /(ERROR:\s+[0-9A-Z]{5})/;
