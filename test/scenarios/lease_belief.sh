@@ -17,7 +17,7 @@
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 34
+plan 39
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -271,6 +271,49 @@ tok=$(session_q sa "SELECT token FROM rp_acquire('tb-11', 60000)")
 r=$(q "SELECT rp_release('tb-other', '$tok')")
 is "$r $(session_q sa "INSERT INTO tb_account VALUES (11) RETURNING id") $(session_q sa "SELECT rp_release_all()") $(held tb-11)" "f 11 1 f" \
 	"a release by token under another name: A's lease of the right name is still believed (its write lands) and released"
+
+# A call by token marks the lease of the key it acted on, on the server it
+# acted on: not one under another key_prefix (answered "not held"), but one
+# whose name and prefix make the same key ('{' in the prefix).  Naive
+# (rows found by name and token), the first is forgotten and left in Redis,
+# the second believed after Redis released it.
+prefix=$(q "SHOW redis_primitives.key_prefix")
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-12', 60000)")
+r=$(q "SET redis_primitives.key_prefix = 'other:'" "SELECT rp_release('tb-12', '$tok')")
+is "$r $(session_q sa "INSERT INTO tb_account VALUES (12) RETURNING id") $(session_q sa "SELECT rp_release_all()") $(held tb-12)" "f 12 1 f" \
+	"a release by token under another key_prefix: A's lease is still believed (its write lands) and released"
+session_q sa "SET redis_primitives.key_prefix = '$prefix{x'" >/dev/null
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-13', 60000)")
+r=$(q "SELECT rp_release('x{tb-13', '$tok')")
+is "$r $(session_q sa "INSERT INTO tb_account VALUES (13)")" "t ERROR:  RP004" \
+	"a release by token of the same key under another name and prefix: A's write is refused (RP004)"
+session_q sa "RESET redis_primitives.key_prefix" >/dev/null
+session_q sa "SELECT rp_release_all()" >/dev/null
+# A release by token sent to another server (here another database of the
+# same Redis) finds nothing: that answer does not say A's lease is gone.
+# A stops believing it and still releases it.  Naive ("not held" taken as
+# released), A forgets it and its own server keeps it until its TTL.
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-15', 60000)")
+r=$(q "SET redis_primitives.database = 1" "SELECT rp_release('tb-15', '$tok')")
+is "$r $(session_q sa "INSERT INTO tb_account VALUES (15)") $(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-15'") $(session_q sa "SELECT rp_release_all()") $(held tb-15)" \
+	"f ERROR:  RP004 0 1 f" \
+	"a release by token answered \"not held\" by another server: A stops believing its lease (RP004) and still releases it"
+# An extend by token that never reached Redis (nothing listens on its port)
+# is told, and never answered: A believes its deadline, whatever A's own
+# extends say, but still releases the lease.  Naive (the told deadline
+# taken as the lease's), A forgets it and Redis keeps it.
+session_open sc
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-14', 30000)")
+t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+session_q sc "SET redis_primitives.port = $(rp_free_port)" >/dev/null
+c=$(session_q sc "SELECT rp_extend('tb-14', '$tok', 1000) IS NOT NULL")
+session_close sc
+a=$(session_q sa "SELECT rp_extend('tb-14', '$tok', 60000) IS NOT NULL")
+wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+is "${c:0:13} $a $(session_q sa "INSERT INTO tb_account VALUES (14)")" "ERROR:  08001 t ERROR:  RP004" \
+	"(C's extend by token never reached Redis: A, told 1 s, refuses its write after it despite its own extend)"
+is "$(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-14'") $(session_q sa "SELECT rp_release_all()") $(held tb-14)" "0 1 f" \
+	"... and still releases the lease: rp_release_all() released 1, Redis holds none"
 
 # A 1-permit semaphore: released by token elsewhere, taken by B; A asking
 # again must not end with a second holder by its own records.
