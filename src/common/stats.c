@@ -697,16 +697,19 @@ rp_locks_publish(const void *key, const char *name, size_t namelen,
 }
 
 /*
- * The keyed hash of a lease's name and token: a call by token under another
- * name (Redis answers "not held") must not mark the lease of the right one.
+ * The keyed hash of a lease's token and the Redis key it is held under.  A
+ * call by token acts on one key: one under another name or key_prefix
+ * (Redis answers "not held") must not mark the lease it did not touch.  The
+ * server is left out: one reached under other settings (another address,
+ * a proxy) must still mark it.
  */
 static uint64
-rp_locks_tokhash(const char *name, size_t namelen, const char *token)
+rp_locks_tokhash(const char *rkey, size_t rkeylen, const char *token)
 {
 	uint64		h = hash_bytes_extended((const unsigned char *) token, (int) strlen(token),
 										rp_stats_shared->tokhash_key);
 
-	h = hash_bytes_extended((const unsigned char *) name, (int) namelen, h);
+	h = hash_bytes_extended((const unsigned char *) rkey, (int) rkeylen, h);
 	return h == 0 ? 1 : h;		/* 0 means "no token" */
 }
 
@@ -725,14 +728,14 @@ rp_locks_own_row(const void *key)
 }
 
 void
-rp_locks_bind_token(const void *key, const char *name, size_t namelen, const char *token)
+rp_locks_bind_token(const void *key, const char *rkey, size_t rkeylen, const char *token)
 {
 	RpLockEntry *e = rp_locks_own_row(key);
 	uint64		h;
 
 	if (e == NULL)
 		return;
-	h = rp_locks_tokhash(name, namelen, token);
+	h = rp_locks_tokhash(rkey, rkeylen, token);
 	SpinLockAcquire(&e->mutex);
 	e->tokhash = h;
 	e->override = 0;
@@ -776,7 +779,7 @@ rp_locks_override_clear(const void *key, uint32 seq)
 }
 
 int
-rp_locks_override_token(const char *name, size_t namelen, const char *token,
+rp_locks_override_token(const char *rkey, size_t rkeylen, const char *token,
 						TimestampTz deadline, int pending)
 {
 	uint64		h;
@@ -784,7 +787,7 @@ rp_locks_override_token(const char *name, size_t namelen, const char *token,
 
 	if (rp_stats_shared == NULL)
 		return 0;
-	h = rp_locks_tokhash(name, namelen, token);
+	h = rp_locks_tokhash(rkey, rkeylen, token);
 	for (int i = 0; i < rp_stats_shared->nlocks; i++)
 	{
 		RpLockEntry *e = &rp_lock_entries[i];

@@ -159,13 +159,14 @@ extern void rp_locks_unpublish(const void *key);
 /*
  * The table as this server's truth about its leases (only when preloaded;
  * without shared memory these do nothing and find nothing).  A published
- * row is bound to its lease's name and token by a keyed hash
+ * row is bound to its lease's token and Redis key by a keyed hash
  * (rp_locks_bind_token; the token itself is never stored).  A backend that
  * releases or extends a lease by token tells its owner through
  * rp_locks_override_token, before the round trip (RP_LOCKS_DOUBTED for a
  * release; for an extend the deadline asked for, pending +1) and after
- * Redis answered (RP_LOCKS_REVOKED: released, or not held any more; for an
- * extend that ran, its deadline again, pending -1).  A row keeps the
+ * Redis answered (RP_LOCKS_REVOKED: released; RP_LOCKS_DOUBTED: not held,
+ * perhaps because the call reached another server; for an extend that ran,
+ * its deadline again, pending -1).  A row keeps the
  * earliest deadline told; the call returns how many rows it marked.  The
  * owner reads its own row's override with rp_locks_override_of (seq: how
  * many overrides so far), and, after its own extend, clears it with
@@ -184,11 +185,11 @@ extern void rp_locks_unpublish(const void *key);
  * release; like a release, never cleared.
  */
 #define RP_LOCKS_DOUBTED	((TimestampTz) 2)
-extern void rp_locks_bind_token(const void *key, const char *name, size_t namelen,
+extern void rp_locks_bind_token(const void *key, const char *rkey, size_t rkeylen,
 								const char *token);
 extern bool rp_locks_override_of(const void *key, TimestampTz *deadline, uint32 *seq);
 extern void rp_locks_override_clear(const void *key, uint32 seq);
-extern int	rp_locks_override_token(const char *name, size_t namelen, const char *token,
+extern int	rp_locks_override_token(const char *rkey, size_t rkeylen, const char *token,
 									TimestampTz deadline, int pending);
 
 #endif							/* RP_STATS_H */

@@ -258,23 +258,38 @@ rp_lease_truth(RpLease *l)
 	TimestampTz d;
 	uint32		seq;
 
+	l->told = 0;
 	if (!rp_locks_override_of(l, &d, &seq))
 		return;
 	if (d == RP_LOCKS_DOUBTED)
 		l->doubted = true;
-	else if (d < l->expires_at)
-		l->expires_at = d;
+	else if (d == RP_LOCKS_REVOKED)
+		l->expires_at = d;		/* Redis answered: nothing left to release */
+	else
+		l->told = d;			/* may never have run: belief only */
 }
 
 /*
- * Believed until: its deadline, or long past once a release of it was asked
- * for with an outcome not known (doubted).  Belief (re-entry, the guards,
- * rp_leases) goes by this; the duty to release goes by expires_at alone.
+ * Believed until: its deadline or an earlier one told, or long past once a
+ * release of it was asked for with an outcome not known (doubted).  Belief
+ * (re-entry, the guards, rp_leases) goes by this; the duty to release goes
+ * by expires_at alone, so that a telling whose call never reached Redis
+ * costs belief, never a lease left in Redis.
  */
 static inline TimestampTz
 rp_lease_believed(const RpLease *l)
 {
-	return l->doubted ? RP_LOCKS_REVOKED : l->expires_at;
+	if (l->doubted)
+		return RP_LOCKS_REVOKED;
+	if (l->told != 0 && l->told < l->expires_at)
+		return l->told;
+	return l->expires_at;
+}
+
+TimestampTz
+rp_lease_believed_until(const RpLease *l)
+{
+	return rp_lease_believed(l);
 }
 
 void
@@ -379,7 +394,7 @@ rp_lease_reenter(const char *name, size_t namelen, RpLeaseKind kind,
 	 */
 	if (held == NULL)
 		return NULL;
-	if (TimestampTzPlusMilliseconds(held->expires_at, -(int64) margin_ms) > now ||
+	if (TimestampTzPlusMilliseconds(rp_lease_believed(held), -(int64) margin_ms) > now ||
 		rp_lease_extend_held(held, ttl_ms))
 		return held;
 	rp_registry_forget_lost(held);
@@ -429,7 +444,7 @@ rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
 	if (l->verify)
 		rp_nverify++;
 	rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
-	rp_locks_bind_token(l, l->name, l->namelen, l->token);
+	rp_locks_bind_token(l, l->key, l->keylen, l->token);
 	return l;
 }
 
@@ -1527,6 +1542,9 @@ rp_lease_list(int *n)
 	*n = 0;
 	if (rp_held == NULL)
 		return NULL;
+	/* What other backends told first: a release Redis answered is swept. */
+	dlist_foreach(it, &rp_granted)
+		rp_lease_truth(dlist_container(RpLease, all, it.cur));
 	rp_registry_sweep();
 	/* In the order they entered the registry: oldest first. */
 	all = palloc(sizeof(RpLease *) * Max(rp_ngranted, 1));

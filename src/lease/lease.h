@@ -62,7 +62,12 @@ typedef struct RpLease
 	size_t		keylen;
 	char		token[RP_TOKEN_LEN + 1];
 	int64		fence;
-	TimestampTz expires_at;		/* time the acquire was sent + ttl */
+	TimestampTz expires_at;		/* time the acquire was sent + ttl (or this
+								 * session's own later extend): until then
+								 * it is released at its end */
+	TimestampTz told;			/* 0, or the earlier deadline another
+								 * backend's extend by token told: belief
+								 * only (rp_lease_believed_until) */
 	bool		xact;			/* released at top-level transaction end */
 	bool		verify;			/* checked at this transaction's PRE_COMMIT */
 	bool		doubted;		/* a release of it was asked for and its
@@ -199,6 +204,12 @@ extern void rp_lease_forget(RpLease *l);
  * stays in the registry, released again at its end.
  */
 extern void rp_lease_doubt(RpLease *l);
+
+/*
+ * Until when l is believed: long past when doubted, else the earlier of its
+ * deadline and one told by another backend's extend by token.
+ */
+extern TimestampTz rp_lease_believed_until(const RpLease *l);
 
 /*
  * Release n leases (registry entries, unsettled or transient) by

@@ -118,15 +118,18 @@ rp_lease_of(text *name, text *token, bool *mine)
  * backend of this server that holds it (if any) is told through its
  * rp_locks row, before the round trip (RP_LOCKS_DOUBTED for a release: it
  * stops believing the lease and still releases it at its end; the new
- * deadline for an extend, believed if earlier) and once Redis answered
- * (RP_LOCKS_REVOKED: released, or not held any more).  A call whose reply
- * is lost leaves the owner on the safe side.  Another server's backends
+ * deadline for an extend, believed if earlier, pending until answered)
+ * and once Redis answered: RP_LOCKS_REVOKED when it released the lease;
+ * RP_LOCKS_DOUBTED when it did not hold it, since that answer may come
+ * from another server than the owner's, which still holds it there (the
+ * owner stops believing it and still releases it).  A call whose reply is
+ * lost leaves the owner on the safe side.  Another server's backends
  * cannot be told: docs/lock.md.
  */
 static void
 rp_tell_owner(RpLease *l, TimestampTz deadline, int pending)
 {
-	(void) rp_locks_override_token(l->name, l->namelen, l->token, deadline, pending);
+	(void) rp_locks_override_token(l->key, l->keylen, l->token, deadline, pending);
 }
 
 /*
@@ -162,7 +165,7 @@ RP_TRACKED_FUNCTION(rp_release_lease, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 	if (mine)
 		rp_lease_forget(l);
 	else
-		rp_tell_owner(l, RP_LOCKS_REVOKED, 0);
+		rp_tell_owner(l, released ? RP_LOCKS_REVOKED : RP_LOCKS_DOUBTED, 0);
 	PG_RETURN_BOOL(released);
 }
 
@@ -260,7 +263,7 @@ rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 		if (mine)
 			rp_lease_forget(l);
 		else
-			rp_tell_owner(l, RP_LOCKS_REVOKED, -1);
+			rp_tell_owner(l, RP_LOCKS_DOUBTED, -1);
 		return false;
 	}
 	l->expires_at = asked;
@@ -319,8 +322,8 @@ rp_leases(PG_FUNCTION_ARGS)
 		bool		nulls[4] = {false, false, false, false};
 
 		l = all[i];
-		/* A release asked for, its outcome unknown: not believed. */
-		if (l->doubted)
+		/* Not believed: a release asked for, or a deadline told, past. */
+		if (rp_lease_believed_until(l) <= GetCurrentTimestamp())
 			continue;
 		values[0] = PointerGetDatum(cstring_to_text_with_len(l->name, l->namelen));
 		values[1] = CStringGetTextDatum(l->token);
@@ -367,7 +370,7 @@ RP_TRACKED_FUNCTION(rp_release_token, RP_PRIM_RELEASE, RP_OUT_FALSE_REFUSED)
 	if (mine)
 		rp_lease_forget(l);
 	else
-		rp_tell_owner(l, RP_LOCKS_REVOKED, 0);
+		rp_tell_owner(l, released ? RP_LOCKS_REVOKED : RP_LOCKS_DOUBTED, 0);
 	PG_RETURN_BOOL(released);
 }
 
