@@ -93,8 +93,9 @@ typedef struct RpLockEntry
 
 	/*
 	 * What other backends of this server learned of the lease: a release
-	 * or extend by token, asked for or confirmed by Redis.  Under mutex: tokhash (a keyed
-	 * hash of the lease's token, never shown), and override (0: nothing;
+	 * or extend by token, asked for or answered by Redis.  Under mutex:
+	 * tokhash (a keyed hash of the lease's token and Redis key, never
+	 * shown), and override (0: nothing;
 	 * else the earliest deadline other backends told since the owner last
 	 * cleared it, RP_LOCKS_REVOKED for a release, RP_LOCKS_DOUBTED for one
 	 * whose outcome is not known) with override_seq counting

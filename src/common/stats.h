@@ -178,11 +178,12 @@ extern void rp_locks_unpublish(const void *key);
 /* Long past, yet safe to subtract a margin from (DT_NOBEGIN would wrap). */
 #define RP_LOCKS_REVOKED	((TimestampTz) 1)
 /*
- * A release by token asked for, its outcome not known yet (told before the
- * round trip; RP_LOCKS_REVOKED follows once Redis answers).  The owner stops
- * believing the lease but still releases it at its end: the release may
- * never have reached Redis.  Earlier than any deadline, later than a
- * release; like a release, never cleared.
+ * A release by token asked for, its outcome not known (told before the
+ * round trip; it stays when the reply is lost, and is told again when Redis
+ * answers "not held" for a release or an extend, since that answer may come
+ * from another server; RP_LOCKS_REVOKED follows "released").  The owner
+ * stops believing the lease but still releases it at its end.  Earlier
+ * than any deadline, later than a release; like a release, never cleared.
  */
 #define RP_LOCKS_DOUBTED	((TimestampTz) 2)
 extern void rp_locks_bind_token(const void *key, const char *rkey, size_t rkeylen,

@@ -245,12 +245,14 @@ rp_lease_free_strings(RpLease *l)
 }
 
 /*
- * What another backend of this server learned of l (rp_locks, stats.h): a
- * release by token ends it (its deadline becomes the past), an extend by
- * token sets its deadline: the earliest told since the session's own last
- * extend, never later than the session's own.  Every lookup goes through
- * here, so re-entry, the guards, the commit-time check and permits all
- * honour it, with no round trip.
+ * What another backend of this server told of l (rp_locks, stats.h): a
+ * release Redis answered "released" ends it (nothing left to release); a
+ * release asked for, or answered "not held", makes it doubted (not
+ * believed, still released at its end); an extend by token's deadline,
+ * the earliest told since the session's own last extend, goes to told
+ * (belief only).  Every lookup goes through here, so re-entry, the guards,
+ * the commit-time check, permits and rp_leases all honour it, with no
+ * round trip.
  */
 static void
 rp_lease_truth(RpLease *l)

@@ -138,7 +138,7 @@ extern RpLease *rp_lease_find(const char *name, size_t namelen, RpLeaseKind kind
 /* The session's lease of this kind on name with this token, or NULL. */
 extern RpLease *rp_lease_find_token(const char *name, size_t namelen, RpLeaseKind kind,
 									const char *token);
-/* The live lease of this kind on name the current transaction took, or NULL. */
+/* The believed lease of this kind on name the current transaction took, or NULL. */
 extern RpLease *rp_lease_of_this_xact(const char *name, size_t namelen, RpLeaseKind kind,
 									  TimestampTz now);
 
@@ -189,8 +189,9 @@ extern void rp_lease_verify_at_commit(RpLease *l);
 
 /*
  * Compare-and-extend a registry entry by ttl_ms (counted from now): true
- * with its deadline moved, false when Redis no longer holds its token (the
- * entry is left as it is).  Raises on a Redis failure.
+ * with its deadline moved, false when Redis no longer holds its token.  A
+ * shorter deadline is taken before the round trip, so it stays on false or
+ * on a Redis failure (which raises).
  */
 extern bool rp_lease_extend_held(RpLease *l, int64 ttl_ms);
 

@@ -275,8 +275,8 @@ rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 	else
 	{
 		/*
-		 * Again now that it ran: the owner's own extend may have cleared
-		 * the first telling while this one was on its way to Redis.
+		 * Answered: no longer pending (the owner may clear the telling
+		 * with its own next extend); the deadline told again is the same.
 		 */
 		rp_tell_owner(l, asked, -1);
 	}
