@@ -17,7 +17,7 @@
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 39
+plan 40
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -314,6 +314,15 @@ is "${c:0:13} $a $(session_q sa "INSERT INTO tb_account VALUES (14)")" "ERROR:  
 	"(C's extend by token never reached Redis: A, told 1 s, refuses its write after it despite its own extend)"
 is "$(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-14'") $(session_q sa "SELECT rp_release_all()") $(held tb-14)" "0 1 f" \
 	"... and still releases the lease: rp_release_all() released 1, Redis holds none"
+
+# rp_leases() shows the deadline A goes by: shortened to 20 s by token
+# elsewhere, A's 60 s lease is listed with the 20 s one (the guard refuses
+# A's writes after it).
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-16', 60000)")
+q "SELECT rp_extend('tb-16', '$tok', 20000) IS NOT NULL" >/dev/null
+is "$(session_q sa "SELECT expires_at < clock_timestamp() + interval '30 s' FROM rp_leases() WHERE name = 'tb-16'")" "t" \
+	"rp_leases() shows the deadline told by an extend by token elsewhere, the one the guard goes by"
+session_q sa "SELECT rp_release_all()" >/dev/null
 
 # A 1-permit semaphore: released by token elsewhere, taken by B; A asking
 # again must not end with a second holder by its own records.
