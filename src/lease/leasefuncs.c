@@ -328,7 +328,7 @@ rp_leases(PG_FUNCTION_ARGS)
 		values[0] = PointerGetDatum(cstring_to_text_with_len(l->name, l->namelen));
 		values[1] = CStringGetTextDatum(l->token);
 		values[2] = Int64GetDatum(l->fence);
-		values[3] = TimestampTzGetDatum(l->expires_at);
+		values[3] = TimestampTzGetDatum(rp_lease_believed_until(l));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
