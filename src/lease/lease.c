@@ -264,7 +264,7 @@ rp_lease_truth(RpLease *l)
 	if (!rp_locks_override_of(l, &d, &seq))
 		return;
 	if (d == RP_LOCKS_DOUBTED)
-		l->doubted = true;
+		rp_lease_doubt(l);
 	else if (d == RP_LOCKS_REVOKED)
 		l->expires_at = d;		/* Redis answered: nothing left to release */
 	else
@@ -278,20 +278,14 @@ rp_lease_truth(RpLease *l)
  * by expires_at alone, so that a telling whose call never reached Redis
  * costs belief, never a lease left in Redis.
  */
-static inline TimestampTz
-rp_lease_believed(const RpLease *l)
+TimestampTz
+rp_lease_believed_until(const RpLease *l)
 {
 	if (l->doubted)
 		return RP_LOCKS_REVOKED;
 	if (l->told != 0 && l->told < l->expires_at)
 		return l->told;
 	return l->expires_at;
-}
-
-TimestampTz
-rp_lease_believed_until(const RpLease *l)
-{
-	return rp_lease_believed(l);
 }
 
 void
@@ -370,7 +364,7 @@ rp_lease_of_this_xact(const char *name, size_t namelen, RpLeaseKind kind,
 		RpLease    *l = dlist_container(RpLease, node, it.cur);
 
 		rp_lease_truth(l);
-		if (rp_lease_this_xact(l) && rp_lease_believed(l) > now)
+		if (rp_lease_this_xact(l) && rp_lease_believed_until(l) > now)
 			return l;
 	}
 	return NULL;
@@ -396,8 +390,8 @@ rp_lease_reenter(const char *name, size_t namelen, RpLeaseKind kind,
 	 */
 	if (held == NULL)
 		return NULL;
-	if (TimestampTzPlusMilliseconds(rp_lease_believed(held), -(int64) margin_ms) > now ||
-		rp_lease_extend_held(held, ttl_ms))
+	if (TimestampTzPlusMilliseconds(rp_lease_believed_until(held), -(int64) margin_ms) > now ||
+		rp_lease_extend_held(held, ttl_ms, NULL))
 		return held;
 	rp_registry_forget_lost(held);
 	return NULL;
@@ -607,14 +601,14 @@ rp_lease_lookup_ex(const char *name, size_t namelen, bool this_xact,
 			rp_lease_truth(l);
 			if (this_xact && !rp_lease_this_xact(l))
 				continue;
-			if (best == NULL || rp_lease_believed(l) > rp_lease_believed(best))
+			if (best == NULL || rp_lease_believed_until(l) > rp_lease_believed_until(best))
 				best = l;
 		}
 	}
 	if (best == NULL)
 		return false;
 	*fence = best->fence;
-	*expires_at = rp_lease_believed(best);
+	*expires_at = rp_lease_believed_until(best);
 	return true;
 }
 
@@ -959,7 +953,7 @@ rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
 		 * release may have run.
 		 */
 		for (int i = 0; i < n; i++)
-			take[i]->doubted = true;
+			rp_lease_doubt(take[i]);
 		released = rp_release_leases(take, n, quiet, false, NULL);
 	}
 	for (int i = 0; i < n; i++)
@@ -1479,27 +1473,46 @@ rp_lease_verify_at_commit(RpLease *l)
 }
 
 bool
-rp_lease_extend_held(RpLease *l, int64 ttl_ms)
+rp_lease_extend_script(const RpLease *l, int64 ttl_ms, int64 *counter)
 {
 	const RpLeaseKindDef *kind = rp_lease_kind(l->kind);
-	RpArg		keys[1];
+	RpArg		keys[2];
 	RpArg		argv[2];
-	TimestampTz sent = GetCurrentTimestamp();
-	TimestampTz d;
-	uint32		seq;
+	RpReply    *r;
 
-	(void) rp_locks_override_of(l, &d, &seq);
 	keys[0].data = l->key;
 	keys[0].len = l->keylen;
 	argv[0] = rp_arg_str(l->token);
 	argv[1] = rp_arg_int(ttl_ms);
-	/* A shorter deadline is believed before the round trip (reply lost). */
-	if (TimestampTzPlusMilliseconds(sent, ttl_ms) < l->expires_at)
-		l->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
-	if (rp_reply_int(rp_lease_eval(kind->extend, 1, keys, 2, argv),
-					 kind->extend->name) != 1)
+	if (counter == NULL || kind->extend_counter == NULL)
+		return rp_reply_int(rp_lease_eval(kind->extend, 1, keys, 2, argv),
+							kind->extend->name) == 1;
+	/* The same hash tag as the lock key, so the same slot. */
+	keys[1] = rp_key(l->name, l->namelen, "fence");
+	r = rp_lease_eval(kind->extend_counter, 2, keys, 2, argv);
+	if (rp_reply_is_nil(r))
 		return false;
-	l->expires_at = TimestampTzPlusMilliseconds(sent, ttl_ms);
+	if (r->type != RP_REPLY_STRING)
+		elog(ERROR, "unexpected Redis reply for %s: expected a decimal string",
+			 kind->extend_counter->name);
+	*counter = pg_strtoint64(r->str);
+	return true;
+}
+
+bool
+rp_lease_extend_held(RpLease *l, int64 ttl_ms, int64 *counter)
+{
+	TimestampTz asked = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ttl_ms);
+	TimestampTz d;
+	uint32		seq;
+
+	(void) rp_locks_override_of(l, &d, &seq);
+	/* A shorter deadline is believed before the round trip (reply lost). */
+	if (asked < l->expires_at)
+		l->expires_at = asked;
+	if (!rp_lease_extend_script(l, ttl_ms, counter))
+		return false;
+	l->expires_at = asked;
 	rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
 	rp_locks_override_clear(l, seq);
 	return true;

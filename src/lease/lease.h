@@ -188,12 +188,23 @@ extern void rp_lease_pending_deadline(RpLease *pending, TimestampTz expires_at);
 extern void rp_lease_verify_at_commit(RpLease *l);
 
 /*
- * Compare-and-extend a registry entry by ttl_ms (counted from now): true
- * with its deadline moved, false when Redis no longer holds its token.  A
- * shorter deadline is taken before the round trip, so it stays on false or
- * on a Redis failure (which raises).
+ * Run l's kind's compare-and-extend script for ttl_ms, and nothing else:
+ * true when Redis held l's token and moved its TTL.  With counter, a kind
+ * that has one (a lock: lock_extend_token) is extended by its
+ * extend_counter script, which also reads the name's fence counter into
+ * *counter (see that script); a permit leaves *counter alone.
  */
-extern bool rp_lease_extend_held(RpLease *l, int64 ttl_ms);
+extern bool rp_lease_extend_script(const RpLease *l, int64 ttl_ms,
+								   int64 *counter);
+
+/*
+ * Compare-and-extend a registry entry by ttl_ms (counted from now), with
+ * rp_lease_extend_script: true with its deadline moved and published,
+ * false when Redis no longer holds its token.  A shorter deadline is taken
+ * before the round trip, so it stays on false or on a Redis failure (which
+ * raises).
+ */
+extern bool rp_lease_extend_held(RpLease *l, int64 ttl_ms, int64 *counter);
 
 /* Take a registry entry out of the registry (it is freed). */
 extern void rp_lease_forget(RpLease *l);

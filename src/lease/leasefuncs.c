@@ -213,73 +213,37 @@ RP_TRACKED_FUNCTION(rp_release_all, RP_PRIM_RELEASE_ALL, RP_OUT_PLAIN)
 static bool
 rp_extend_lease(RpLease *l, bool mine, int64 ttl_ms, int64 *counter)
 {
-	RpArg		keys[2];
-	RpArg		argv[2];
-	TimestampTz sent;
-	bool		ok;
-	const RpLeaseKindDef *kind = rp_lease_kind(l->kind);
-	TimestampTz d;
 	TimestampTz asked;
-	uint32		seq = 0;
 
 	if (mine)
-		(void) rp_locks_override_of(l, &d, &seq);
-
-	keys[0].data = l->key;
-	keys[0].len = l->keylen;
-	argv[0] = rp_arg_str(l->token);
-	argv[1] = rp_arg_int(ttl_ms);
-	sent = GetCurrentTimestamp();
+	{
+		/* Not held any more: stop believing it. */
+		if (!rp_lease_extend_held(l, ttl_ms, counter))
+		{
+			rp_lease_forget(l);
+			return false;
+		}
+		return true;
+	}
 
 	/*
-	 * Before the round trip, the shorter deadline is believed (here, or by
-	 * the owner): should the reply be lost, the extend may have run.
+	 * Before the round trip, the owner believes the deadline asked for if
+	 * it is shorter: should the reply be lost, the extend may have run.
 	 */
-	asked = TimestampTzPlusMilliseconds(sent, ttl_ms);
-	if (!mine)
-		rp_tell_owner(l, asked, 1);
-	else if (asked < l->expires_at)
-		l->expires_at = asked;
-	if (counter == NULL || kind->extend_counter == NULL)
-		ok = rp_reply_int(rp_lease_eval(kind->extend, 1, keys, 2, argv),
-						  kind->extend->name) == 1;
-	else
+	asked = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ttl_ms);
+	rp_tell_owner(l, asked, 1);
+	if (!rp_lease_extend_script(l, ttl_ms, counter))
 	{
-		RpReply    *r;
-
-		/* The same hash tag as the lock key, so the same slot. */
-		keys[1] = rp_key(l->name, l->namelen, "fence");
-		r = rp_lease_eval(kind->extend_counter, 2, keys, 2, argv);
-		ok = !rp_reply_is_nil(r);
-		if (ok && r->type != RP_REPLY_STRING)
-			elog(ERROR, "unexpected Redis reply for %s: expected a decimal string",
-				 kind->extend_counter->name);
-		if (ok)
-			*counter = pg_strtoint64(r->str);
-	}
-	if (!ok)
-	{
-		/* Not held any more: stop believing it, here or in its owner. */
-		if (mine)
-			rp_lease_forget(l);
-		else
-			rp_tell_owner(l, RP_LOCKS_DOUBTED, -1);
+		rp_tell_owner(l, RP_LOCKS_DOUBTED, -1);
 		return false;
 	}
 	l->expires_at = asked;
-	if (mine)
-	{
-		rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
-		rp_locks_override_clear(l, seq);
-	}
-	else
-	{
-		/*
-		 * Answered: no longer pending (the owner may clear the telling
-		 * with its own next extend); the deadline told again is the same.
-		 */
-		rp_tell_owner(l, asked, -1);
-	}
+
+	/*
+	 * Answered: no longer pending (the owner may clear the telling with its
+	 * own next extend); the deadline told again is the same.
+	 */
+	rp_tell_owner(l, asked, -1);
 	return true;
 }
 
