@@ -12,12 +12,13 @@
 #     connection of this server is no longer believed by the backend that
 #     took it (re-entry, the lock-bound guard, permits), nor when the
 #     call's reply was lost (it may have run), nor after the holder's own
-#     release whose reply was lost; a lease so doubted is still released;
+#     release or shortening extend whose reply was lost; a lease so
+#     doubted is still released;
 #   - a semaphore waiter that is cancelled or times out leaves the queue at
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 40
+plan 44
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -218,6 +219,48 @@ session_q sa "ROLLBACK" >/dev/null
 direct sa
 kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
 session_q sa "SELECT rp_release_all()" >/dev/null
+# A's own extend to 300 ms, its reply lost, caught by a savepoint: it may
+# have run, so A believes the shorter deadline from before the round trip.
+# Naive (the deadline moved once Redis answered), A's write lands after
+# Redis dropped the lease.
+start_proxy "$RP_TMP/tb17.events" 10000
+through sa
+session_q sa "BEGIN" >/dev/null
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-17', 30000)")
+session_q sa "SELECT rp_extend('tb-17', '$tok', 30000) IS NOT NULL" >/dev/null
+session_q sa "SAVEPOINT s" >/dev/null
+arm "$RP_TMP/tb17.events"
+out=$(session_q sa "SELECT rp_extend('tb-17', '$tok', 300) IS NOT NULL")
+session_q sa "ROLLBACK TO SAVEPOINT s" >/dev/null
+direct sa
+kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+wait_for 30 '[ "$(held tb-17)" = f ]'
+is "${out:0:6} $(grep -c '^forwarded' "$RP_TMP/tb17.events") $(held tb-17)" "ERROR: 1 f" \
+	"(A's own extend to 300 ms ran in Redis, its reply lost; the lease then expired)"
+is "$(session_q sa "INSERT INTO tb_account VALUES (17)")" "ERROR:  RP004" \
+	"A's own shortening extend whose reply was lost: its write after the new deadline is refused (RP004)"
+session_q sa "ROLLBACK" >/dev/null
+session_q sa "SELECT rp_release_all()" >/dev/null
+# The same extend lost before it reached Redis: A believes the shorter
+# deadline, yet Redis still holds the lease for its 30 s, and A releases it
+# at its end.  Naive (the lease's own deadline lowered), A forgets it after
+# 300 ms and leaves it in Redis until its TTL.
+start_proxy "$RP_TMP/tb18.events" 50
+through sa
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-18', 30000)")
+session_q sa "SELECT rp_extend('tb-18', '$tok', 30000) IS NOT NULL" >/dev/null
+arm "$RP_TMP/tb18.events"
+session_q sa "SELECT held FROM rp_lock_info('tb-dummy')" >/dev/null
+t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+out=$(session_q sa "SELECT rp_extend('tb-18', '$tok', 300) IS NOT NULL")
+direct sa
+kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1 s'\")\" = t ]"
+is "${out:0:6} $(grep -c '^forwarded' "$RP_TMP/tb18.events") $(held tb-18) $(session_q sa "INSERT INTO tb_account VALUES (18)")" \
+	"ERROR: 1 t ERROR:  RP004" \
+	"(A's own extend to 300 ms never reached Redis, which still holds the lease): A's write after 300 ms is refused (RP004)"
+is "$(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-18'") $(session_q sa "SELECT rp_release_all()") $(held tb-18)" "0 1 f" \
+	"... and A still releases the lease: rp_release_all() released 1, Redis holds none"
 # C shortens A's lease to 300 ms by token; it runs, its reply is lost.
 start_proxy "$RP_TMP/tb8.events" 10000
 through sc
