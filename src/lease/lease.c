@@ -272,8 +272,9 @@ rp_lease_truth(RpLease *l)
 }
 
 /*
- * Believed until: its deadline or an earlier one told, or long past once a
- * release of it was asked for with an outcome not known (doubted).  Belief
+ * Believed until: its deadline, or an earlier one told or asked for by its
+ * own extend not answered, or long past once a release of it was asked for
+ * with an outcome not known (doubted).  Belief
  * (re-entry, the guards, rp_leases) goes by this; the duty to release goes
  * by expires_at alone, so that a telling whose call never reached Redis
  * costs belief, never a lease left in Redis.
@@ -281,11 +282,15 @@ rp_lease_truth(RpLease *l)
 TimestampTz
 rp_lease_believed_until(const RpLease *l)
 {
+	TimestampTz until = l->expires_at;
+
 	if (l->doubted)
 		return RP_LOCKS_REVOKED;
-	if (l->told != 0 && l->told < l->expires_at)
-		return l->told;
-	return l->expires_at;
+	if (l->told != 0 && l->told < until)
+		until = l->told;
+	if (l->shortened != 0 && l->shortened < until)
+		until = l->shortened;
+	return until;
 }
 
 void
@@ -1507,12 +1512,17 @@ rp_lease_extend_held(RpLease *l, int64 ttl_ms, int64 *counter)
 	uint32		seq;
 
 	(void) rp_locks_override_of(l, &d, &seq);
-	/* A shorter deadline is believed before the round trip (reply lost). */
+	/*
+	 * A shorter deadline is believed before the round trip: should the reply
+	 * be lost, the extend may have run.  Belief only: it may not have, and
+	 * the lease is still released at its end.
+	 */
 	if (asked < l->expires_at)
-		l->expires_at = asked;
+		l->shortened = asked;
 	if (!rp_lease_extend_script(l, ttl_ms, counter))
 		return false;
 	l->expires_at = asked;
+	l->shortened = 0;
 	rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
 	rp_locks_override_clear(l, seq);
 	return true;

@@ -63,11 +63,15 @@ typedef struct RpLease
 	char		token[RP_TOKEN_LEN + 1];
 	int64		fence;
 	TimestampTz expires_at;		/* time the acquire was sent + ttl (or this
-								 * session's own later extend): until then
-								 * it is released at its end */
+								 * session's own later extend, once
+								 * answered): until then it is released at
+								 * its end */
 	TimestampTz told;			/* 0, or the earlier deadline another
 								 * backend's extend by token told: belief
 								 * only (rp_lease_believed_until) */
+	TimestampTz shortened;		/* 0, or the earlier deadline this
+								 * session's own extend asked for, not
+								 * (yet) answered: belief only */
 	bool		xact;			/* released at top-level transaction end */
 	bool		verify;			/* checked at this transaction's PRE_COMMIT */
 	bool		doubted;		/* a release of it was asked for and its
@@ -200,9 +204,10 @@ extern bool rp_lease_extend_script(const RpLease *l, int64 ttl_ms,
 /*
  * Compare-and-extend a registry entry by ttl_ms (counted from now), with
  * rp_lease_extend_script: true with its deadline moved and published,
- * false when Redis no longer holds its token.  A shorter deadline is taken
- * before the round trip, so it stays on false or on a Redis failure (which
- * raises).
+ * false when Redis no longer holds its token.  A shorter deadline is
+ * believed from before the round trip, and stays believed on a Redis
+ * failure (which raises: the extend may have run); the entry is still
+ * released at its own deadline's end, since it may not have.
  */
 extern bool rp_lease_extend_held(RpLease *l, int64 ttl_ms, int64 *counter);
 
@@ -218,8 +223,9 @@ extern void rp_lease_forget(RpLease *l);
 extern void rp_lease_doubt(RpLease *l);
 
 /*
- * Until when l is believed: long past when doubted, else the earlier of its
- * deadline and one told by another backend's extend by token.
+ * Until when l is believed: long past when doubted, else the earliest of
+ * its deadline, one told by another backend's extend by token and one its
+ * own unanswered extend asked for.
  */
 extern TimestampTz rp_lease_believed_until(const RpLease *l);
 
