@@ -18,7 +18,7 @@
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 44
+plan 47
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -366,6 +366,31 @@ q "SELECT rp_extend('tb-16', '$tok', 20000) IS NOT NULL" >/dev/null
 is "$(session_q sa "SELECT expires_at < clock_timestamp() + interval '30 s' FROM rp_leases() WHERE name = 'tb-16'")" "t" \
 	"rp_leases() shows the deadline told by an extend by token elsewhere, the one the guard goes by"
 session_q sa "SELECT rp_release_all()" >/dev/null
+
+# An extend by token elsewhere that Redis answered keeps the lease past its
+# owner's own deadline (a heartbeat from another connection).  The owner
+# believes no later than its own deadline (two racing extends may reach
+# Redis in either order), but releases the lease at its end as long as
+# Redis may hold it.  Naive (the duty ends at the owner's own deadline), A
+# forgets the lease, and Redis keeps it until the extend's deadline.
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-19', 1000)")
+t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+e=$(q "SELECT rp_extend('tb-19', '$tok', 60000) IS NOT NULL")
+wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+is "$e $(held tb-19) $(session_q sa "INSERT INTO tb_account VALUES (19)") $(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-19'")" \
+	"t t ERROR:  RP004 0" \
+	"(C extended A's 1 s lease to 60 s by token: past 1 s Redis holds it, A believes it no longer: RP004, not listed)"
+is "$(session_q sa "SELECT rp_release_all()") $(held tb-19)" "1 f" \
+	"... and A still releases it at its end: rp_release_all() released 1, Redis holds none"
+# The same for a transaction's lease: released at COMMIT.
+session_q sa "BEGIN" >/dev/null
+tok=$(session_q sa "SELECT token FROM rp_acquire_xact('tb-20', 1000)")
+t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+e=$(q "SELECT rp_extend('tb-20', '$tok', 60000) IS NOT NULL")
+wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+session_q sa "COMMIT" >/dev/null
+is "$e $(held tb-20)" "t f" \
+	"a transaction's lease extended by token elsewhere past its own deadline is released at COMMIT"
 
 # A 1-permit semaphore: released by token elsewhere, taken by B; A asking
 # again must not end with a second holder by its own records.
