@@ -18,7 +18,7 @@
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 47
+plan 48
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -382,6 +382,17 @@ is "$e $(held tb-19) $(session_q sa "INSERT INTO tb_account VALUES (19)") $(sess
 	"(C extended A's 1 s lease to 60 s by token: past 1 s Redis holds it, A believes it no longer: RP004, not listed)"
 is "$(session_q sa "SELECT rp_release_all()") $(held tb-19)" "1 f" \
 	"... and A still releases it at its end: rp_release_all() released 1, Redis holds none"
+# The same lease of a session that exits having said nothing since: its
+# rows of the lease table are gone before its exit releases what it holds.
+session_open sd
+tok=$(session_q sd "SELECT token FROM rp_acquire('tb-21', 1000)")
+t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+e=$(q "SELECT rp_extend('tb-21', '$tok', 60000) IS NOT NULL")
+wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+session_close sd
+wait_for 30 '[ "$(held tb-21)" = f ]'
+is "$e $(held tb-21)" "t f" \
+	"... and at its exit, past its own deadline: released, not left in Redis for the extend's 60 s"
 # The same for a transaction's lease: released at COMMIT.
 session_q sa "BEGIN" >/dev/null
 tok=$(session_q sa "SELECT token FROM rp_acquire_xact('tb-20', 1000)")
