@@ -18,7 +18,7 @@
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 48
+plan 49
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -393,6 +393,15 @@ session_close sd
 wait_for 30 '[ "$(held tb-21)" = f ]'
 is "$e $(held tb-21)" "t f" \
 	"... and at its exit, past its own deadline: released, not left in Redis for the extend's 60 s"
+# The same lease in a session whose registry then grows past 64 leases
+# (each such growth drops the leases past their deadline).
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-22', 1000)")
+t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+e=$(q "SELECT rp_extend('tb-22', '$tok', 60000) IS NOT NULL")
+wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+n=$(session_q sa "SELECT count(rp_acquire('tb-22-' || g, 60000)) FROM generate_series(1, 70) g")
+is "$e $n $(session_q sa "SELECT rp_release_all()") $(held tb-22)" "t 70 71 f" \
+	"... and after its session took 70 more leases: rp_release_all() released all 71, Redis holds none"
 # The same for a transaction's lease: released at COMMIT.
 session_q sa "BEGIN" >/dev/null
 tok=$(session_q sa "SELECT token FROM rp_acquire_xact('tb-20', 1000)")
