@@ -107,6 +107,9 @@ typedef struct RpLockEntry
 	uint32		override_seq;
 	uint32		pending;		/* extends by token told, not yet answered:
 								 * while any, the owner keeps the override */
+	TimestampTz answered;		/* 0, or the latest deadline an extend by
+								 * token ran with (Redis answered): the
+								 * owner's duty to release lasts until then */
 } RpLockEntry;
 
 typedef struct RpStatsShared
@@ -542,6 +545,8 @@ rp_locks_free_entry(int idx)
 	SpinLockAcquire(&e->mutex);
 	e->tokhash = 0;
 	e->override = 0;
+	e->pending = 0;
+	e->answered = 0;
 	SpinLockRelease(&e->mutex);
 	pg_atomic_write_u32(&e->owner, 0);
 }
@@ -742,15 +747,19 @@ rp_locks_bind_token(const void *key, const char *rkey, size_t rkeylen, const cha
 	e->override = 0;
 	e->override_seq = 0;
 	e->pending = 0;
+	e->answered = 0;
 	SpinLockRelease(&e->mutex);
 }
 
 bool
-rp_locks_override_of(const void *key, TimestampTz *deadline, uint32 *seq)
+rp_locks_override_of(const void *key, TimestampTz *deadline, uint32 *seq,
+					 TimestampTz *answered)
 {
 	RpLockEntry *e = rp_locks_own_row(key);
 	TimestampTz o;
 
+	if (answered != NULL)
+		*answered = 0;
 	if (e == NULL)
 	{
 		*seq = 0;
@@ -759,6 +768,8 @@ rp_locks_override_of(const void *key, TimestampTz *deadline, uint32 *seq)
 	SpinLockAcquire(&e->mutex);
 	o = e->override;
 	*seq = e->override_seq;
+	if (answered != NULL)
+		*answered = e->answered;
 	SpinLockRelease(&e->mutex);
 	if (o == 0)
 		return false;
@@ -811,6 +822,9 @@ rp_locks_override_token(const char *rkey, size_t rkeylen, const char *token,
 				e->pending++;
 			else if (pending < 0 && e->pending > 0)
 				e->pending--;
+			/* An extend that ran: Redis may hold the lease until then. */
+			if (pending < 0 && deadline > RP_LOCKS_DOUBTED && deadline > e->answered)
+				e->answered = deadline;
 			n++;
 		}
 		SpinLockRelease(&e->mutex);

@@ -173,7 +173,10 @@ extern void rp_locks_unpublish(const void *key);
  * rp_locks_override_clear only if no override came since seq and no extend
  * by token is pending (one whose reply was lost stays pending: it may run
  * after the owner's own).  A release, confirmed or doubted, is never
- * cleared.
+ * cleared.  rp_locks_override_of also gives the latest deadline an extend
+ * by token was answered with (0: none; never cleared while the row is
+ * bound): belief never goes past the owner's own deadline, but its duty to
+ * release lasts until then.
  */
 /* Long past, yet safe to subtract a margin from (DT_NOBEGIN would wrap). */
 #define RP_LOCKS_REVOKED	((TimestampTz) 1)
@@ -188,7 +191,8 @@ extern void rp_locks_unpublish(const void *key);
 #define RP_LOCKS_DOUBTED	((TimestampTz) 2)
 extern void rp_locks_bind_token(const void *key, const char *rkey, size_t rkeylen,
 								const char *token);
-extern bool rp_locks_override_of(const void *key, TimestampTz *deadline, uint32 *seq);
+extern bool rp_locks_override_of(const void *key, TimestampTz *deadline, uint32 *seq,
+								 TimestampTz *answered);
 extern void rp_locks_override_clear(const void *key, uint32 seq);
 extern int	rp_locks_override_token(const char *rkey, size_t rkeylen, const char *token,
 									TimestampTz deadline, int pending);

@@ -258,31 +258,56 @@ static void
 rp_lease_truth(RpLease *l)
 {
 	TimestampTz d;
+	TimestampTz answered;
 	uint32		seq;
+	bool		told;
 
 	l->told = 0;
-	if (!rp_locks_override_of(l, &d, &seq))
+	told = rp_locks_override_of(l, &d, &seq, &answered);
+	if (told && d == RP_LOCKS_REVOKED)
+	{
+		l->expires_at = d;		/* Redis answered: nothing left to release */
+		return;
+	}
+
+	/*
+	 * An extend by token ran with a later deadline: Redis may hold the lease
+	 * until then, so the duty to release lasts as long; belief still ends at
+	 * the owner's own deadline.
+	 */
+	if (answered > l->expires_at)
+	{
+		if (l->own == 0)
+			l->own = l->expires_at;
+		l->expires_at = answered;
+	}
+	if (!told)
 		return;
 	if (d == RP_LOCKS_DOUBTED)
 		rp_lease_doubt(l);
-	else if (d == RP_LOCKS_REVOKED)
-		l->expires_at = d;		/* Redis answered: nothing left to release */
 	else
 		l->told = d;			/* may never have run: belief only */
 }
 
 /*
- * Believed until: its deadline, or an earlier one told or asked for by its
- * own extend not answered, or long past once a release of it was asked for
- * with an outcome not known (doubted).  Belief
+ * Believed until: its own deadline, or an earlier one told or asked for by
+ * its own extend not answered, or long past once a release of it was asked
+ * for with an outcome not known (doubted).  Belief
  * (re-entry, the guards, rp_leases) goes by this; the duty to release goes
  * by expires_at alone, so that a telling whose call never reached Redis
  * costs belief, never a lease left in Redis.
  */
+/* The deadline the lease was taken or last extended with by this session. */
+static inline TimestampTz
+rp_lease_own_deadline(const RpLease *l)
+{
+	return l->own != 0 ? l->own : l->expires_at;
+}
+
 TimestampTz
 rp_lease_believed_until(const RpLease *l)
 {
-	TimestampTz until = l->expires_at;
+	TimestampTz until = rp_lease_own_deadline(l);
 
 	if (l->doubted)
 		return RP_LOCKS_REVOKED;
@@ -495,7 +520,11 @@ rp_registry_sweep(void)
 	{
 		RpLease    *l = dlist_container(RpLease, all, it.cur);
 
-		if (l->expires_at <= now && !l->verify)
+		if (l->expires_at > now || l->verify)
+			continue;
+		/* An extend by token elsewhere may have moved its deadline. */
+		rp_lease_truth(l);
+		if (l->expires_at <= now)
 			rp_registry_remove(l);
 	}
 	rp_sweep_at = Max(64, 2 * rp_ngranted);
@@ -1284,12 +1313,14 @@ rp_exit_callback(int code, Datum arg)
 		/* One round trip (per slot) for the held and the unsettled alike. */
 		all = palloc(sizeof(RpLease *) * max);
 		answered = palloc0(sizeof(bool) * max);
+		/*
+		 * Every lease held, past its deadline or not: an extend by token
+		 * elsewhere may have kept it in Redis, and this process's rows of
+		 * the lease table, which would say so, are gone (rp_locks_exit ran
+		 * first).  One past its deadline costs a key in the same round trip.
+		 */
 		dlist_foreach(it, &rp_granted)
-		{
-			l = dlist_container(RpLease, all, it.cur);
-			if (l->expires_at > now)
-				all[n++] = l;
-		}
+			all[n++] = dlist_container(RpLease, all, it.cur);
 		dlist_foreach(it, &rp_unsettled)
 		{
 			l = dlist_container(RpLease, node, it.cur);
@@ -1298,7 +1329,7 @@ rp_exit_callback(int code, Datum arg)
 		}
 		(void) rp_release_leases(all, n, true, false, answered);
 		for (int i = 0; i < n; i++)
-			if (!answered[i])
+			if (!answered[i] && all[i]->expires_at > now)
 				rp_orphans_handoff(all[i]->key, all[i]->keylen, all[i]->token,
 								   all[i]->expires_at, false);
 	}
@@ -1511,17 +1542,18 @@ rp_lease_extend_held(RpLease *l, int64 ttl_ms, int64 *counter)
 	TimestampTz d;
 	uint32		seq;
 
-	(void) rp_locks_override_of(l, &d, &seq);
+	(void) rp_locks_override_of(l, &d, &seq, NULL);
 	/*
 	 * A shorter deadline is believed before the round trip: should the reply
 	 * be lost, the extend may have run.  Belief only: it may not have, and
 	 * the lease is still released at its end.
 	 */
-	if (asked < l->expires_at)
+	if (asked < rp_lease_own_deadline(l))
 		l->shortened = asked;
 	if (!rp_lease_extend_script(l, ttl_ms, counter))
 		return false;
 	l->expires_at = asked;
+	l->own = 0;
 	l->shortened = 0;
 	rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
 	rp_locks_override_clear(l, seq);
@@ -1590,6 +1622,7 @@ rp_lease_datum(FunctionCallInfo fcinfo, const RpLease *l, bool fence_known)
 	values[0] = PointerGetDatum(cstring_to_text_with_len(l->name, l->namelen));
 	values[1] = CStringGetTextDatum(l->token);
 	values[2] = Int64GetDatum(l->fence);
-	values[3] = TimestampTzGetDatum(l->expires_at);
+	/* Never a later deadline an extend by token elsewhere gave it. */
+	values[3] = TimestampTzGetDatum(rp_lease_own_deadline(l));
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
 }

@@ -64,7 +64,8 @@ typedef struct RpLease
 	int64		fence;
 	TimestampTz expires_at;		/* time the acquire was sent + ttl (or this
 								 * session's own later extend, once
-								 * answered): until then it is released at
+								 * answered, or a later one by token
+								 * elsewhere): until then it is released at
 								 * its end */
 	TimestampTz told;			/* 0, or the earlier deadline another
 								 * backend's extend by token told: belief
@@ -72,6 +73,10 @@ typedef struct RpLease
 	TimestampTz shortened;		/* 0, or the earlier deadline this
 								 * session's own extend asked for, not
 								 * (yet) answered: belief only */
+	TimestampTz own;			/* 0, or its own deadline (taken or
+								 * extended with here) once expires_at was
+								 * moved past it by an extend by token
+								 * elsewhere: belief ends at own */
 	bool		xact;			/* released at top-level transaction end */
 	bool		verify;			/* checked at this transaction's PRE_COMMIT */
 	bool		doubted;		/* a release of it was asked for and its
@@ -224,8 +229,9 @@ extern void rp_lease_doubt(RpLease *l);
 
 /*
  * Until when l is believed: long past when doubted, else the earliest of
- * its deadline, one told by another backend's extend by token and one its
- * own unanswered extend asked for.
+ * its own deadline (never one an extend by token elsewhere moved it to),
+ * one told by another backend's extend by token and one its own
+ * unanswered extend asked for.
  */
 extern TimestampTz rp_lease_believed_until(const RpLease *l);
 

@@ -18,7 +18,7 @@
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 49
+plan 50
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -402,6 +402,15 @@ wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval 
 n=$(session_q sa "SELECT count(rp_acquire('tb-22-' || g, 60000)) FROM generate_series(1, 70) g")
 is "$e $n $(session_q sa "SELECT rp_release_all()") $(held tb-22)" "t 70 71 f" \
 	"... and after its session took 70 more leases: rp_release_all() released all 71, Redis holds none"
+# Re-entered after such an extend, the lease shows the owner's own deadline
+# (the one its guard goes by), not the extend's.
+session_q sa "BEGIN" >/dev/null
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-23', 20000)")
+e=$(q "SELECT rp_extend('tb-23', '$tok', 60000) IS NOT NULL")
+is "$e $(session_q sa "SELECT token = '$tok' AND expires_at < clock_timestamp() + interval '30 s' FROM rp_acquire('tb-23', 20000)")" "t t" \
+	"re-entered after an extend by token elsewhere to 60 s, A's 20 s lease shows its own deadline"
+session_q sa "ROLLBACK" >/dev/null
+session_q sa "SELECT rp_release_all()" >/dev/null
 # The same for a transaction's lease: released at COMMIT.
 session_q sa "BEGIN" >/dev/null
 tok=$(session_q sa "SELECT token FROM rp_acquire_xact('tb-20', 1000)")
