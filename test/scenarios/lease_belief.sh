@@ -18,7 +18,7 @@
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 50
+plan 57
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -411,6 +411,76 @@ is "$e $(session_q sa "SELECT token = '$tok' AND expires_at < clock_timestamp() 
 	"re-entered after an extend by token elsewhere to 60 s, A's 20 s lease shows its own deadline"
 session_q sa "ROLLBACK" >/dev/null
 session_q sa "SELECT rp_release_all()" >/dev/null
+# Released by token after such an extend and a write that read it: not
+# believed again.  Naive (belief by the owner's own deadline, the release's
+# mark not read), A re-enters the released lease and writes under it while
+# B holds the name.
+session_q sa "BEGIN" >/dev/null
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-24', 20000)")
+e=$(q "SELECT rp_extend('tb-24', '$tok', 60000) IS NOT NULL")
+w=$(session_q sa "INSERT INTO tb_account VALUES (24) RETURNING id")
+r=$(q "SELECT rp_release('tb-24', '$tok')")
+fb=$(session_q sb "SELECT fence FROM rp_acquire('tb-24', 60000)")
+is "$e $w $r ${fb:+taken}" "t 24 t taken" \
+	"(C extended A's lease by token, A wrote, C released it by token, B took the name)"
+is "$(session_q sa "SELECT rp_acquire('tb-24', 20000) IS NULL")" "t" \
+	"... A re-acquiring in its transaction gets NULL (B holds it), not its released lease"
+is "$(session_q sa "UPDATE tb_account SET fence_token = fence_token WHERE id = 24")" "ERROR:  RP004" \
+	"... and A's write after the release is refused (RP004)"
+session_q sa "ROLLBACK" >/dev/null
+session_q sb "SELECT rp_release_all()" >/dev/null
+# Not answered at its end (Redis runs no writes), such a lease goes to the
+# background worker like any other, which releases it once Redis takes
+# writes again.  Naive (handed over by the owner's own deadline, past), it
+# is left in Redis for the extend's term.  At COMMIT, then at exit.
+session_q sa "BEGIN" >/dev/null
+tok=$(session_q sa "SELECT token FROM rp_acquire_xact('tb-25', 1000)")
+session_q sa "SELECT fence > 0 FROM rp_acquire_xact('tb-26', 20000)" >/dev/null
+t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+e=$(q "SELECT rp_extend('tb-25', '$tok', 60000) IS NOT NULL")
+wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+redis client pause 20000 write >/dev/null
+out=$(session_q sa "COMMIT")
+redis client unpause >/dev/null
+wait_for 30 '[ "$(held tb-26) $(held tb-25)" = "f f" ]'
+is "$e $(echo "$out" | grep -c '^WARNING:  08006') $(held tb-26) $(held tb-25)" "t 1 f f" \
+	"(not released at COMMIT while Redis ran no writes): the background worker released it, not left for the extend's 60 s"
+session_open sd
+pid=$(session_q sd "SELECT pg_backend_pid()")
+tok=$(session_q sd "SELECT token FROM rp_acquire('tb-27', 1000)")
+session_q sd "SELECT fence > 0 FROM rp_acquire('tb-28', 20000)" >/dev/null
+t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+e=$(q "SELECT rp_extend('tb-27', '$tok', 60000) IS NOT NULL")
+wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+redis client pause 20000 write >/dev/null
+session_close sd
+wait_for 30 '[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid")" = 0 ]'
+redis client unpause >/dev/null
+wait_for 30 '[ "$(held tb-28) $(held tb-27)" = "f f" ]'
+is "$e $(held tb-28) $(held tb-27)" "t f f" \
+	"(not released at exit while Redis ran no writes): the background worker released it, not left for the extend's 60 s"
+# An extend that may have run (its reply lost) may have kept the lease in
+# Redis too: the holder's own, and one by token elsewhere.  Belief stays at
+# the owner's own deadline; the duty to release lasts until the extend's.
+# Naive (the duty moved only by an answer), the holder forgets the lease
+# and Redis keeps it for the extend's 60 s.
+for who in own token; do
+	if [ $who = own ]; then n=29 s=sa; else n=30 s=sc; session_open sc; fi
+	start_proxy "$RP_TMP/tb$n.events" 10000
+	through $s
+	tok=$(session_q sa "SELECT token FROM rp_acquire('tb-$n', 1000)")
+	session_q $s "SELECT rp_extend('tb-$n', '$tok', 1000) IS NOT NULL" >/dev/null
+	t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+	arm "$RP_TMP/tb$n.events"
+	out=$(session_q $s "SELECT rp_extend('tb-$n', '$tok', 60000) IS NOT NULL")
+	direct $s
+	kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+	[ $who = token ] && session_close sc
+	wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+	is "${out:0:6} $(grep -c '^forwarded' "$RP_TMP/tb$n.events") $(held tb-$n) $(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-$n'") $(session_q sa "SELECT rp_release_all()") $(held tb-$n)" \
+		"ERROR: 1 t 0 1 f" \
+		"an extend ($who) to 60 s whose reply was lost: past 1 s A believes the lease no longer, yet releases it (rp_release_all() released 1)"
+done
 # The same for a transaction's lease: released at COMMIT.
 session_q sa "BEGIN" >/dev/null
 tok=$(session_q sa "SELECT token FROM rp_acquire_xact('tb-20', 1000)")
