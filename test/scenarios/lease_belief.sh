@@ -18,7 +18,7 @@
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 57
+plan 58
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -409,6 +409,8 @@ tok=$(session_q sa "SELECT token FROM rp_acquire('tb-23', 20000)")
 e=$(q "SELECT rp_extend('tb-23', '$tok', 60000) IS NOT NULL")
 is "$e $(session_q sa "SELECT token = '$tok' AND expires_at < clock_timestamp() + interval '30 s' FROM rp_acquire('tb-23', 20000)")" "t t" \
 	"re-entered after an extend by token elsewhere to 60 s, A's 20 s lease shows its own deadline"
+is "$(session_q sa "SELECT bool_and(expires_at < clock_timestamp() + interval '30 s') FROM unnest(rp_acquire_all(ARRAY['tb-23'], 20000))")" "t" \
+	"... and so does rp_acquire_all re-entering it"
 session_q sa "ROLLBACK" >/dev/null
 session_q sa "SELECT rp_release_all()" >/dev/null
 # Released by token after such an extend and a write that read it: not
