@@ -107,8 +107,8 @@ typedef struct RpLockEntry
 	uint32		override_seq;
 	uint32		pending;		/* extends by token told, not yet answered:
 								 * while any, the owner keeps the override */
-	TimestampTz answered;		/* 0, or the latest deadline an extend by
-								 * token ran with (Redis answered): the
+	TimestampTz latest;			/* 0, or the latest deadline an extend by
+								 * token asked for (it may have run): the
 								 * owner's duty to release lasts until then */
 } RpLockEntry;
 
@@ -516,6 +516,7 @@ typedef struct RpLocalLease
 static RpLocalLease *rp_local = NULL;
 static int	rp_nlocal = 0;
 static int	rp_local_cap = 0;
+static bool rp_locks_ready = false;	/* rp_locks_first_use ran */
 static bool rp_locks_exit_registered = false;
 static int	rp_locks_rover = -1;
 
@@ -546,7 +547,7 @@ rp_locks_free_entry(int idx)
 	e->tokhash = 0;
 	e->override = 0;
 	e->pending = 0;
-	e->answered = 0;
+	e->latest = 0;
 	SpinLockRelease(&e->mutex);
 	pg_atomic_write_u32(&e->owner, 0);
 }
@@ -563,6 +564,15 @@ rp_locks_exit(int code, Datum arg)
 			pg_atomic_fetch_sub_u64(&rp_stats_shared->locks_not_shown, 1);
 	}
 	rp_nlocal = 0;
+}
+
+void
+rp_locks_register_exit(void)
+{
+	if (rp_locks_exit_registered)
+		return;
+	before_shmem_exit(rp_locks_exit, (Datum) 0);
+	rp_locks_exit_registered = true;
 }
 
 /*
@@ -593,8 +603,8 @@ rp_locks_first_use(void)
 			kill((pid_t) owner, 0) != 0 && errno == ESRCH)
 			pg_atomic_compare_exchange_u32(&e->owner, &owner, 0);
 	}
-	before_shmem_exit(rp_locks_exit, (Datum) 0);
-	rp_locks_exit_registered = true;
+	rp_locks_register_exit();
+	rp_locks_ready = true;
 	/* Backends start their search in different places. */
 	rp_locks_rover = rp_stats_shared->nlocks == 0 ? 0 :
 		(int) (((int64) Max(MyProcNumber + 1, 0) * rp_stats_shared->nlocks) /
@@ -644,7 +654,7 @@ rp_locks_publish(const void *key, const char *name, size_t namelen,
 
 	if (rp_stats_shared == NULL)
 		return;
-	if (!rp_locks_exit_registered)
+	if (!rp_locks_ready)
 		rp_locks_first_use();
 
 	li = rp_locks_find_local(key);
@@ -747,19 +757,19 @@ rp_locks_bind_token(const void *key, const char *rkey, size_t rkeylen, const cha
 	e->override = 0;
 	e->override_seq = 0;
 	e->pending = 0;
-	e->answered = 0;
+	e->latest = 0;
 	SpinLockRelease(&e->mutex);
 }
 
 bool
 rp_locks_override_of(const void *key, TimestampTz *deadline, uint32 *seq,
-					 TimestampTz *answered)
+					 TimestampTz *latest)
 {
 	RpLockEntry *e = rp_locks_own_row(key);
 	TimestampTz o;
 
-	if (answered != NULL)
-		*answered = 0;
+	if (latest != NULL)
+		*latest = 0;
 	if (e == NULL)
 	{
 		*seq = 0;
@@ -768,8 +778,8 @@ rp_locks_override_of(const void *key, TimestampTz *deadline, uint32 *seq,
 	SpinLockAcquire(&e->mutex);
 	o = e->override;
 	*seq = e->override_seq;
-	if (answered != NULL)
-		*answered = e->answered;
+	if (latest != NULL)
+		*latest = e->latest;
 	SpinLockRelease(&e->mutex);
 	if (o == 0)
 		return false;
@@ -822,9 +832,9 @@ rp_locks_override_token(const char *rkey, size_t rkeylen, const char *token,
 				e->pending++;
 			else if (pending < 0 && e->pending > 0)
 				e->pending--;
-			/* An extend that ran: Redis may hold the lease until then. */
-			if (pending < 0 && deadline > RP_LOCKS_DOUBTED && deadline > e->answered)
-				e->answered = deadline;
+			/* An extend that may have run: Redis may hold it until then. */
+			if (pending != 0 && deadline > RP_LOCKS_DOUBTED && deadline > e->latest)
+				e->latest = deadline;
 			n++;
 		}
 		SpinLockRelease(&e->mutex);

@@ -157,6 +157,13 @@ extern void rp_locks_publish(const void *key, const char *name, size_t namelen,
 extern void rp_locks_unpublish(const void *key);
 
 /*
+ * Register the callback that clears this backend's rows at its exit, if it
+ * is not yet (the first publish does too).  Exit callbacks registered after
+ * it run before it, so they can still read what other backends told.
+ */
+extern void rp_locks_register_exit(void);
+
+/*
  * The table as this server's truth about its leases (only when preloaded;
  * without shared memory these do nothing and find nothing).  A published
  * row is bound to its lease's token and Redis key by a keyed hash
@@ -174,9 +181,9 @@ extern void rp_locks_unpublish(const void *key);
  * by token is pending (one whose reply was lost stays pending: it may run
  * after the owner's own).  A release, confirmed or doubted, is never
  * cleared.  rp_locks_override_of also gives the latest deadline an extend
- * by token was answered with (0: none; never cleared while the row is
- * bound): belief never goes past the owner's own deadline, but its duty to
- * release lasts until then.
+ * by token asked for, answered or not (0: none; never cleared while the row
+ * is bound): it may have run, so although belief never goes past the
+ * owner's own deadline, its duty to release lasts until then.
  */
 /* Long past, yet safe to subtract a margin from (DT_NOBEGIN would wrap). */
 #define RP_LOCKS_REVOKED	((TimestampTz) 1)
@@ -192,7 +199,7 @@ extern void rp_locks_unpublish(const void *key);
 extern void rp_locks_bind_token(const void *key, const char *rkey, size_t rkeylen,
 								const char *token);
 extern bool rp_locks_override_of(const void *key, TimestampTz *deadline, uint32 *seq,
-								 TimestampTz *answered);
+								 TimestampTz *latest);
 extern void rp_locks_override_clear(const void *key, uint32 seq);
 extern int	rp_locks_override_token(const char *rkey, size_t rkeylen, const char *token,
 									TimestampTz deadline, int pending);

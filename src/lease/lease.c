@@ -258,12 +258,12 @@ static void
 rp_lease_truth(RpLease *l)
 {
 	TimestampTz d;
-	TimestampTz answered;
+	TimestampTz latest;
 	uint32		seq;
 	bool		told;
 
 	l->told = 0;
-	told = rp_locks_override_of(l, &d, &seq, &answered);
+	told = rp_locks_override_of(l, &d, &seq, &latest);
 	if (told && d == RP_LOCKS_REVOKED)
 	{
 		l->expires_at = d;		/* Redis answered: nothing left to release */
@@ -271,15 +271,15 @@ rp_lease_truth(RpLease *l)
 	}
 
 	/*
-	 * An extend by token ran with a later deadline: Redis may hold the lease
-	 * until then, so the duty to release lasts as long; belief still ends at
-	 * the owner's own deadline.
+	 * An extend by token asked for a later deadline and may have run: Redis
+	 * may hold the lease until then, so the duty to release lasts as long;
+	 * belief still ends at the owner's own deadline.
 	 */
-	if (answered > l->expires_at)
+	if (latest > l->expires_at)
 	{
 		if (l->own == 0)
 			l->own = l->expires_at;
-		l->expires_at = answered;
+		l->expires_at = latest;
 	}
 	if (!told)
 		return;
@@ -297,17 +297,19 @@ rp_lease_truth(RpLease *l)
  * by expires_at alone, so that a telling whose call never reached Redis
  * costs belief, never a lease left in Redis.
  */
-/* The deadline the lease was taken or last extended with by this session. */
-static inline TimestampTz
-rp_lease_own_deadline(const RpLease *l)
+TimestampTz
+rp_lease_own_until(const RpLease *l)
 {
-	return l->own != 0 ? l->own : l->expires_at;
+	/* The earlier: a release answered (expires_at long past) ends both. */
+	if (l->own != 0 && l->own < l->expires_at)
+		return l->own;
+	return l->expires_at;
 }
 
 TimestampTz
 rp_lease_believed_until(const RpLease *l)
 {
-	TimestampTz until = rp_lease_own_deadline(l);
+	TimestampTz until = rp_lease_own_until(l);
 
 	if (l->doubted)
 		return RP_LOCKS_REVOKED;
@@ -949,7 +951,11 @@ rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
 			(which == RP_TAKE_SESSION && !l->xact) ||
 			(which == RP_TAKE_XACT && l->xact &&
 			 (subid == InvalidSubTransactionId || l->subid == subid)))
+		{
+			/* Its deadline, should the release go unanswered: see truth. */
+			rp_lease_truth(l);
 			take[n++] = l;
+		}
 	}
 	if (quiet && n > 0)
 	{
@@ -1313,14 +1319,14 @@ rp_exit_callback(int code, Datum arg)
 		/* One round trip (per slot) for the held and the unsettled alike. */
 		all = palloc(sizeof(RpLease *) * max);
 		answered = palloc0(sizeof(bool) * max);
-		/*
-		 * Every lease held, past its deadline or not: an extend by token
-		 * elsewhere may have kept it in Redis, and this process's rows of
-		 * the lease table, which would say so, are gone (rp_locks_exit ran
-		 * first).  One past its deadline costs a key in the same round trip.
-		 */
 		dlist_foreach(it, &rp_granted)
-			all[n++] = dlist_container(RpLease, all, it.cur);
+		{
+			l = dlist_container(RpLease, all, it.cur);
+			/* What other backends told: its rows are cleared after this. */
+			rp_lease_truth(l);
+			if (l->expires_at > now)
+				all[n++] = l;
+		}
 		dlist_foreach(it, &rp_unsettled)
 		{
 			l = dlist_container(RpLease, node, it.cur);
@@ -1329,7 +1335,7 @@ rp_exit_callback(int code, Datum arg)
 		}
 		(void) rp_release_leases(all, n, true, false, answered);
 		for (int i = 0; i < n; i++)
-			if (!answered[i] && all[i]->expires_at > now)
+			if (!answered[i])
 				rp_orphans_handoff(all[i]->key, all[i]->keylen, all[i]->token,
 								   all[i]->expires_at, false);
 	}
@@ -1364,6 +1370,8 @@ rp_lease_setup(void)
 		return;
 	RegisterXactCallback(rp_xact_callback, NULL);
 	RegisterSubXactCallback(rp_subxact_callback, NULL);
+	/* Registered first, the lease table's callback runs after this one's. */
+	rp_locks_register_exit();
 	before_shmem_exit(rp_exit_callback, (Datum) 0);
 	rp_callbacks_registered = true;
 }
@@ -1548,8 +1556,15 @@ rp_lease_extend_held(RpLease *l, int64 ttl_ms, int64 *counter)
 	 * be lost, the extend may have run.  Belief only: it may not have, and
 	 * the lease is still released at its end.
 	 */
-	if (asked < rp_lease_own_deadline(l))
+	if (asked < rp_lease_own_until(l))
 		l->shortened = asked;
+	else if (asked > l->expires_at)
+	{
+		/* A longer one may run too: released until then, believed after. */
+		if (l->own == 0)
+			l->own = l->expires_at;
+		l->expires_at = asked;
+	}
 	if (!rp_lease_extend_script(l, ttl_ms, counter))
 		return false;
 	l->expires_at = asked;
@@ -1622,7 +1637,7 @@ rp_lease_datum(FunctionCallInfo fcinfo, const RpLease *l, bool fence_known)
 	values[0] = PointerGetDatum(cstring_to_text_with_len(l->name, l->namelen));
 	values[1] = CStringGetTextDatum(l->token);
 	values[2] = Int64GetDatum(l->fence);
-	/* Never a later deadline an extend by token elsewhere gave it. */
-	values[3] = TimestampTzGetDatum(rp_lease_own_deadline(l));
+	/* Never a later deadline an extend elsewhere, or unanswered, gave it. */
+	values[3] = TimestampTzGetDatum(rp_lease_own_until(l));
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
 }

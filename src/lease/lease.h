@@ -62,11 +62,11 @@ typedef struct RpLease
 	size_t		keylen;
 	char		token[RP_TOKEN_LEN + 1];
 	int64		fence;
-	TimestampTz expires_at;		/* time the acquire was sent + ttl (or this
-								 * session's own later extend, once
-								 * answered, or a later one by token
-								 * elsewhere): until then it is released at
-								 * its end */
+	TimestampTz expires_at;		/* time the acquire was sent + ttl, or the
+								 * later deadline of an extend since, here
+								 * or by token elsewhere, that may have
+								 * run: until then it is released at its
+								 * end */
 	TimestampTz told;			/* 0, or the earlier deadline another
 								 * backend's extend by token told: belief
 								 * only (rp_lease_believed_until) */
@@ -74,9 +74,11 @@ typedef struct RpLease
 								 * session's own extend asked for, not
 								 * (yet) answered: belief only */
 	TimestampTz own;			/* 0, or its own deadline (taken or
-								 * extended with here) once expires_at was
-								 * moved past it by an extend by token
-								 * elsewhere: belief ends at own */
+								 * extended with here, answered) once
+								 * expires_at was moved past it by an
+								 * extend that may have run, by token
+								 * elsewhere or its own unanswered: belief
+								 * ends at own (rp_lease_own_until) */
 	bool		xact;			/* released at top-level transaction end */
 	bool		verify;			/* checked at this transaction's PRE_COMMIT */
 	bool		doubted;		/* a release of it was asked for and its
@@ -229,11 +231,17 @@ extern void rp_lease_doubt(RpLease *l);
 
 /*
  * Until when l is believed: long past when doubted, else the earliest of
- * its own deadline (never one an extend by token elsewhere moved it to),
- * one told by another backend's extend by token and one its own
- * unanswered extend asked for.
+ * its own deadline (rp_lease_own_until), one told by another backend's
+ * extend by token and one its own unanswered extend asked for.
  */
 extern TimestampTz rp_lease_believed_until(const RpLease *l);
+
+/*
+ * The deadline l was taken or last extended with by this session (never a
+ * later one an extend that may not have run gave it, nor past a release
+ * Redis answered): what the composite an rp_* call returns shows.
+ */
+extern TimestampTz rp_lease_own_until(const RpLease *l);
 
 /*
  * Release n leases (registry entries, unsettled or transient) by

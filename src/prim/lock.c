@@ -400,7 +400,7 @@ rp_acquire_all_result(FunctionCallInfo fcinfo, RpLease **leases, int n)
 															 leases[i]->namelen));
 		values[1] = CStringGetTextDatum(leases[i]->token);
 		values[2] = Int64GetDatum(leases[i]->fence);
-		values[3] = TimestampTzGetDatum(leases[i]->expires_at);
+		values[3] = TimestampTzGetDatum(rp_lease_own_until(leases[i]));
 		d[i] = HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
 	}
 	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
