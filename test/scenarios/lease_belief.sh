@@ -18,7 +18,7 @@
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 58
+plan 61
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
@@ -482,6 +482,57 @@ for who in own token; do
 	is "${out:0:6} $(grep -c '^forwarded' "$RP_TMP/tb$n.events") $(held tb-$n) $(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-$n'") $(session_q sa "SELECT rp_release_all()") $(held tb-$n)" \
 		"ERROR: 1 t 0 1 f" \
 		"an extend ($who) to 60 s whose reply was lost: past 1 s A believes the lease no longer, yet releases it (rp_release_all() released 1)"
+done
+# The holder's own extends whose outcome is unknown are remembered for the
+# lease's life, as an extend by token elsewhere is while pending: one lost
+# may still run after a later one.  First, to 300 ms (it ran, its reply
+# lost) then to 10 s (it never reached Redis).  Naive (the last one asked
+# for believed), A writes after Redis dropped the lease.
+start_proxy "$RP_TMP/tb31.events" 10000
+through sa
+tok=$(session_q sa "SELECT token FROM rp_acquire('tb-31', 30000)")
+session_q sa "SELECT rp_extend('tb-31', '$tok', 30000) IS NOT NULL" >/dev/null
+arm "$RP_TMP/tb31.events"
+o1=$(session_q sa "SELECT rp_extend('tb-31', '$tok', 300) IS NOT NULL")
+o2=$(session_q sa "SELECT rp_extend('tb-31', '$tok', 10000) IS NOT NULL")
+direct sa
+kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+wait_for 30 '[ "$(held tb-31)" = f ]'
+is "${o1:0:6} ${o2:0:6} $(grep -c '^forwarded' "$RP_TMP/tb31.events") $(held tb-31) $(session_q sa "INSERT INTO tb_account VALUES (31)")" \
+	"ERROR: ERROR: 1 f ERROR:  RP004" \
+	"A's own extends to 300 ms (ran, reply lost) then to 10 s (never sent): A believes the 300 ms, its write is refused (RP004)"
+session_q sa "SELECT rp_release_all()" >/dev/null
+# Then one held on its way to Redis until after A's next own extend, which
+# is answered: to 300 ms held, A's own to 60 s, then the 300 ms one runs.
+# Naive (an answered extend clears what came before), A writes after Redis
+# dropped the lease.  And the other way round, to 60 s held and A's own to
+# 1 s: A still releases the lease after its 1 s.
+for way in shorter longer; do
+	if [ $way = shorter ]; then n=32 lost=300 ttl=30000 own=60000; else n=33 lost=60000 ttl=3000 own=1000; fi
+	start_proxy "$RP_TMP/tb$n.events" 10000 hold
+	through sa
+	tok=$(session_q sa "SELECT token FROM rp_acquire('tb-$n', $ttl)")
+	session_q sa "SELECT rp_extend('tb-$n', '$tok', $ttl) IS NOT NULL" >/dev/null
+	arm "$RP_TMP/tb$n.events"
+	o1=$(session_q sa "SELECT rp_extend('tb-$n', '$tok', $lost) IS NOT NULL")
+	held_cmd=$(grep -c '^held-command' "$RP_TMP/tb$n.events")
+	direct sa
+	t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+	a=$(session_q sa "SELECT rp_extend('tb-$n', '$tok', $own) IS NOT NULL")
+	kill -USR2 "$proxy"
+	wait_for 30 "grep -q '^forwarded' '$RP_TMP/tb$n.events'"
+	kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+	if [ $way = shorter ]; then
+		wait_for 30 '[ "$(held tb-32)" = f ]'
+		is "${o1:0:6} $held_cmd $a $(held tb-32) $(session_q sa "INSERT INTO tb_account VALUES (32)")" "ERROR: 1 t f ERROR:  RP004" \
+			"A's own extend to 300 ms held on its way until after A's own to 60 s: A believes the 300 ms, its write is refused (RP004)"
+		session_q sa "SELECT rp_release_all()" >/dev/null
+	else
+		wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+		is "${o1:0:6} $held_cmd $a $(held tb-33) $(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-33'") $(session_q sa "SELECT rp_release_all()") $(held tb-33)" \
+			"ERROR: 1 t t 0 1 f" \
+			"A's own extend to 60 s held on its way until after A's own to 1 s: past 1 s A believes it no longer, yet releases it"
+	fi
 done
 # The same for a transaction's lease: released at COMMIT.
 session_q sa "BEGIN" >/dev/null

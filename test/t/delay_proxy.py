@@ -18,7 +18,11 @@ and it is the last command Redis gets from behind the proxy.
 With "hold", that next command is held back instead (event "held-command")
 until SIGUSR2, which forwards it ("forwarded"); from there on as above: its
 reply DELAY_MS later, nothing more reaches Redis.  So a command can be made
-to run in Redis after commands other clients send directly.  Times are
+to run in Redis after commands other clients send directly.  Its connection
+to Redis stays open should its client close meanwhile (give up on it), as
+Redis runs a command already in its socket whose client has gone: so a
+client's command can also run after that client's own later ones, sent on
+a new connection.  Times are
 wall-clock milliseconds (time.time()), on the clock of PostgreSQL's
 clock_timestamp().  Events are appended to EVENTS_FILE, one a line, the
 first "listening <ms>" once connections are accepted.
@@ -70,6 +74,7 @@ def command_end(buf):
 sel = selectors.DefaultSelector()
 state = "pass"          # pass -> armed (SIGUSR1) [-> holding -> SIGUSR2] -> cut (the command went)
 held_command = None     # hold: (client socket, the command's bytes)
+held_up = None          # hold: that client's connection to Redis
 pending = []            # (due ms, seq, client socket, bytes): held replies
 seq = 0
 peer = {}               # socket -> its other end (None: a client cut off)
@@ -94,7 +99,8 @@ event("listening", "%.3f" % now_ms())
 
 def close(s):
     for x in (s, peer.get(s)):
-        if x is not None and x in peer:
+        # The held command's way to Redis outlives its client (see above).
+        if x is not None and x in peer and not (state == "holding" and x is held_up):
             sel.unregister(x)
             del peer[x]
             armed_buf.pop(x, None)
@@ -114,8 +120,7 @@ while True:
                 event("armed", "%.3f" % now_ms())
             elif state == "holding" and signal.SIGUSR2 in sigs:
                 c, command = held_command
-                if peer.get(c) is not None:
-                    peer[c].sendall(command)
+                held_up.sendall(command)
                 state = "cut"
                 event("forwarded", "%.3f" % now_ms(), len(command))
             continue
@@ -157,6 +162,7 @@ while True:
                 continue
             if hold:
                 held_command = (s, buf[:end])
+                held_up = peer[s]
                 state = "holding"
                 event("held-command", "%.3f" % now_ms(), end)
                 continue
