@@ -315,8 +315,8 @@ rp_lease_believed_until(const RpLease *l)
 		return RP_LOCKS_REVOKED;
 	if (l->told != 0 && l->told < until)
 		until = l->told;
-	if (l->shortened != 0 && l->shortened < until)
-		until = l->shortened;
+	if (l->unanswered_min != 0 && l->unanswered_min < until)
+		until = l->unanswered_min;
 	return until;
 }
 
@@ -1547,30 +1547,43 @@ bool
 rp_lease_extend_held(RpLease *l, int64 ttl_ms, int64 *counter)
 {
 	TimestampTz asked = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ttl_ms);
+	TimestampTz was_min = l->unanswered_min;
+	TimestampTz was_max = l->unanswered_max;
 	TimestampTz d;
 	uint32		seq;
 
 	(void) rp_locks_override_of(l, &d, &seq, NULL);
+
 	/*
-	 * A shorter deadline is believed before the round trip: should the reply
-	 * be lost, the extend may have run.  Belief only: it may not have, and
-	 * the lease is still released at its end.
+	 * Until Redis answers, this extend may run at any time, even after a
+	 * later one (a command already in Redis's socket runs after its client
+	 * gave up): believed no later than it, released no earlier, for the
+	 * lease's life should the answer never come.
 	 */
-	if (asked < rp_lease_own_until(l))
-		l->shortened = asked;
-	else if (asked > l->expires_at)
+	if (was_min == 0 || asked < was_min)
+		l->unanswered_min = asked;
+	if (asked > was_max)
+		l->unanswered_max = asked;
+	if (asked > l->expires_at)
 	{
-		/* A longer one may run too: released until then, believed after. */
 		if (l->own == 0)
 			l->own = l->expires_at;
 		l->expires_at = asked;
 	}
 	if (!rp_lease_extend_script(l, ttl_ms, counter))
 		return false;
-	l->expires_at = asked;
+
+	/* It ran, now: only the earlier unanswered ones may still run. */
+	l->unanswered_min = was_min;
+	l->unanswered_max = was_max;
 	l->own = 0;
-	l->shortened = 0;
-	rp_locks_publish(l, l->name, l->namelen, l->fence, l->expires_at, l->xact);
+	l->expires_at = asked;
+	if (was_max > asked)
+	{
+		l->own = asked;
+		l->expires_at = was_max;
+	}
+	rp_locks_publish(l, l->name, l->namelen, l->fence, asked, l->xact);
 	rp_locks_override_clear(l, seq);
 	return true;
 }

@@ -70,9 +70,11 @@ typedef struct RpLease
 	TimestampTz told;			/* 0, or the earlier deadline another
 								 * backend's extend by token told: belief
 								 * only (rp_lease_believed_until) */
-	TimestampTz shortened;		/* 0, or the earlier deadline this
-								 * session's own extend asked for, not
-								 * (yet) answered: belief only */
+	TimestampTz unanswered_min; /* 0, or the earliest and latest deadline
+								 * of this session's own extends not
+								 * answered (they may still run): belief
+								 * ends by the first, */
+	TimestampTz unanswered_max; /* duty lasts until the second */
 	TimestampTz own;			/* 0, or its own deadline (taken or
 								 * extended with here, answered) once
 								 * expires_at was moved past it by an
@@ -211,10 +213,10 @@ extern bool rp_lease_extend_script(const RpLease *l, int64 ttl_ms,
 /*
  * Compare-and-extend a registry entry by ttl_ms (counted from now), with
  * rp_lease_extend_script: true with its deadline moved and published,
- * false when Redis no longer holds its token.  A shorter deadline is
- * believed from before the round trip, and stays believed on a Redis
- * failure (which raises: the extend may have run); the entry is still
- * released at its own deadline's end, since it may not have.
+ * false when Redis no longer holds its token.  From before the round trip
+ * until Redis answers (for the lease's life, on a Redis failure, which
+ * raises), the extend may run at any time: the lease is believed no later
+ * than its deadline and released no earlier.
  */
 extern bool rp_lease_extend_held(RpLease *l, int64 ttl_ms, int64 *counter);
 
@@ -232,7 +234,7 @@ extern void rp_lease_doubt(RpLease *l);
 /*
  * Until when l is believed: long past when doubted, else the earliest of
  * its own deadline (rp_lease_own_until), one told by another backend's
- * extend by token and one its own unanswered extend asked for.
+ * extend by token and those its own unanswered extends asked for.
  */
 extern TimestampTz rp_lease_believed_until(const RpLease *l);
 
