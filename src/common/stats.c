@@ -516,7 +516,6 @@ typedef struct RpLocalLease
 static RpLocalLease *rp_local = NULL;
 static int	rp_nlocal = 0;
 static int	rp_local_cap = 0;
-static bool rp_locks_ready = false;	/* rp_locks_first_use ran */
 static bool rp_locks_exit_registered = false;
 static int	rp_locks_rover = -1;
 
@@ -604,7 +603,6 @@ rp_locks_first_use(void)
 			pg_atomic_compare_exchange_u32(&e->owner, &owner, 0);
 	}
 	rp_locks_register_exit();
-	rp_locks_ready = true;
 	/* Backends start their search in different places. */
 	rp_locks_rover = rp_stats_shared->nlocks == 0 ? 0 :
 		(int) (((int64) Max(MyProcNumber + 1, 0) * rp_stats_shared->nlocks) /
@@ -654,7 +652,7 @@ rp_locks_publish(const void *key, const char *name, size_t namelen,
 
 	if (rp_stats_shared == NULL)
 		return;
-	if (!rp_locks_ready)
+	if (rp_local == NULL)
 		rp_locks_first_use();
 
 	li = rp_locks_find_local(key);

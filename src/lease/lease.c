@@ -289,14 +289,6 @@ rp_lease_truth(RpLease *l)
 		l->told = d;			/* may never have run: belief only */
 }
 
-/*
- * Believed until: its own deadline, or an earlier one told or asked for by
- * its own extend not answered, or long past once a release of it was asked
- * for with an outcome not known (doubted).  Belief
- * (re-entry, the guards, rp_leases) goes by this; the duty to release goes
- * by expires_at alone, so that a telling whose call never reached Redis
- * costs belief, never a lease left in Redis.
- */
 TimestampTz
 rp_lease_own_until(const RpLease *l)
 {
@@ -306,6 +298,14 @@ rp_lease_own_until(const RpLease *l)
 	return l->expires_at;
 }
 
+/*
+ * Believed until: its own deadline, or an earlier one told or asked for by
+ * its own extend not answered, or long past once a release of it was asked
+ * for with an outcome not known (doubted).  Belief
+ * (re-entry, the guards, rp_leases) goes by this; the duty to release goes
+ * by expires_at alone, so that a telling whose call never reached Redis
+ * costs belief, never a lease left in Redis.
+ */
 TimestampTz
 rp_lease_believed_until(const RpLease *l)
 {
