@@ -21,6 +21,10 @@ source "$(dirname "$0")/tap.bash"
 plan 61
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
+# clock: the server's clock now, in seconds; wait_past T0 S: until it is S
+# seconds past T0 (a lease's deadline, on the clock the server keeps it by).
+clock() { q "SELECT extract(epoch FROM clock_timestamp())"; }
+wait_past() { wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($1) + interval '$2 s'\")\" = t ]"; }
 steal() { echo "SELECT rp_test.redis('SET', rp_test.key('$1', 'lock'), 'other', 'PX', '30000') = 'OK'"; }
 
 # ---- verify_at_commit asked of a session lease ------------------------------
@@ -139,7 +143,7 @@ wait_for 30 '[ "$(q "SELECT (rp_lock_info('"'tb-3'"')).held")" = f ]'
 is "$(session_q sa "INSERT INTO tb_account VALUES (3)")" "ERROR:  RP004" \
 	"two extends by token told out of Redis' order: A believes the earlier deadline, its write is refused (RP004)"
 session_q sa "ROLLBACK" >/dev/null
-kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+stop_proxy
 session_close sc
 
 # ---- a release or extend whose reply was lost ------------------------------
@@ -178,7 +182,7 @@ is "${out:0:6} $(grep -c '^forwarded' "$RP_TMP/tb5.events") $(held tb-5)" "ERROR
 is "$(session_q sa "INSERT INTO tb_account VALUES (5)")" "ERROR:  RP004" \
 	"a release by token whose reply was lost: A's write is refused (RP004), not landed under a lease Redis dropped"
 session_q sa "ROLLBACK" >/dev/null
-kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+stop_proxy
 # The same, the release lost before it reached Redis: A still holds the
 # lease in Redis; it does not believe it, yet releases it at its end
 # (rp_release_all here), not leaving it to its TTL.
@@ -201,7 +205,7 @@ ok $? "... with an error that says so, not a deadline in 2000"
 session_q sa '\set VERBOSITY sqlstate' >/dev/null
 is "$(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-6'") $(session_q sa "SELECT rp_release_all()") $(held tb-6)" "0 1 f" \
 	"... A no longer lists it in rp_leases(), and still releases it: rp_release_all() released 1, Redis holds none"
-kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+stop_proxy
 # A's own release, its reply lost, caught by a savepoint: A does not go on
 # writing under the lease it let go of.
 start_proxy "$RP_TMP/tb7.events" 10000
@@ -217,7 +221,7 @@ is "$(session_q sa "INSERT INTO tb_account VALUES (7)")" "ERROR:  RP004" \
 	"A's own release whose reply was lost: its write after it is refused (RP004)"
 session_q sa "ROLLBACK" >/dev/null
 direct sa
-kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+stop_proxy
 session_q sa "SELECT rp_release_all()" >/dev/null
 # A's own extend to 300 ms, its reply lost, caught by a savepoint: it may
 # have run, so A believes the shorter deadline from before the round trip.
@@ -233,7 +237,7 @@ arm "$RP_TMP/tb17.events"
 out=$(session_q sa "SELECT rp_extend('tb-17', '$tok', 300) IS NOT NULL")
 session_q sa "ROLLBACK TO SAVEPOINT s" >/dev/null
 direct sa
-kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+stop_proxy
 wait_for 30 '[ "$(held tb-17)" = f ]'
 is "${out:0:6} $(grep -c '^forwarded' "$RP_TMP/tb17.events") $(held tb-17)" "ERROR: 1 f" \
 	"(A's own extend to 300 ms ran in Redis, its reply lost; the lease then expired)"
@@ -251,11 +255,11 @@ tok=$(session_q sa "SELECT token FROM rp_acquire('tb-18', 30000)")
 session_q sa "SELECT rp_extend('tb-18', '$tok', 30000) IS NOT NULL" >/dev/null
 arm "$RP_TMP/tb18.events"
 session_q sa "SELECT held FROM rp_lock_info('tb-dummy')" >/dev/null
-t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+t0=$(clock)
 out=$(session_q sa "SELECT rp_extend('tb-18', '$tok', 300) IS NOT NULL")
 direct sa
-kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
-wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1 s'\")\" = t ]"
+stop_proxy
+wait_past "$t0" 1
 is "${out:0:6} $(grep -c '^forwarded' "$RP_TMP/tb18.events") $(held tb-18) $(session_q sa "INSERT INTO tb_account VALUES (18)")" \
 	"ERROR: 1 t ERROR:  RP004" \
 	"(A's own extend to 300 ms never reached Redis, which still holds the lease): A's write after 300 ms is refused (RP004)"
@@ -276,7 +280,7 @@ is "${out:0:6} $(held tb-8)" "ERROR: f" "(C's extend to 300 ms ran in Redis, its
 is "$(session_q sa "INSERT INTO tb_account VALUES (8)")" "ERROR:  RP004" \
 	"an extend by token whose reply was lost: A believes the shorter deadline, its write after it is refused (RP004)"
 session_q sa "ROLLBACK" >/dev/null
-kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+stop_proxy
 # C's extend to 300 ms is told to A, then held on its way to Redis; A's own
 # extend to 60 s runs first, then C's.  Answered, C tells A again; its reply
 # lost, C's telling stays pending and A's own extend does not clear it.
@@ -302,7 +306,7 @@ for reply in answered lost; do
 	is "$(session_q sa "INSERT INTO tb_account VALUES ($n)")" "ERROR:  RP004" \
 		"C's extend $reply after A's own extend: A believes the shorter deadline, its write is refused (RP004)"
 	session_q sa "ROLLBACK" >/dev/null
-	kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+	stop_proxy
 done
 session_close sc
 session_q sa "SELECT rp_release_all()" >/dev/null
@@ -347,12 +351,12 @@ is "$r $(session_q sa "INSERT INTO tb_account VALUES (15)") $(session_q sa "SELE
 # taken as the lease's), A forgets it and Redis keeps it.
 session_open sc
 tok=$(session_q sa "SELECT token FROM rp_acquire('tb-14', 30000)")
-t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+t0=$(clock)
 session_q sc "SET redis_primitives.port = $(rp_free_port)" >/dev/null
 c=$(session_q sc "SELECT rp_extend('tb-14', '$tok', 1000) IS NOT NULL")
 session_close sc
 a=$(session_q sa "SELECT rp_extend('tb-14', '$tok', 60000) IS NOT NULL")
-wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+wait_past "$t0" 1.5
 is "${c:0:13} $a $(session_q sa "INSERT INTO tb_account VALUES (14)")" "ERROR:  08001 t ERROR:  RP004" \
 	"(C's extend by token never reached Redis: A, told 1 s, refuses its write after it despite its own extend)"
 is "$(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-14'") $(session_q sa "SELECT rp_release_all()") $(held tb-14)" "0 1 f" \
@@ -374,9 +378,9 @@ session_q sa "SELECT rp_release_all()" >/dev/null
 # Redis may hold it.  Naive (the duty ends at the owner's own deadline), A
 # forgets the lease, and Redis keeps it until the extend's deadline.
 tok=$(session_q sa "SELECT token FROM rp_acquire('tb-19', 1000)")
-t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+t0=$(clock)
 e=$(q "SELECT rp_extend('tb-19', '$tok', 60000) IS NOT NULL")
-wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+wait_past "$t0" 1.5
 is "$e $(held tb-19) $(session_q sa "INSERT INTO tb_account VALUES (19)") $(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-19'")" \
 	"t t ERROR:  RP004 0" \
 	"(C extended A's 1 s lease to 60 s by token: past 1 s Redis holds it, A believes it no longer: RP004, not listed)"
@@ -386,9 +390,9 @@ is "$(session_q sa "SELECT rp_release_all()") $(held tb-19)" "1 f" \
 # rows of the lease table are gone before its exit releases what it holds.
 session_open sd
 tok=$(session_q sd "SELECT token FROM rp_acquire('tb-21', 1000)")
-t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+t0=$(clock)
 e=$(q "SELECT rp_extend('tb-21', '$tok', 60000) IS NOT NULL")
-wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+wait_past "$t0" 1.5
 session_close sd
 wait_for 30 '[ "$(held tb-21)" = f ]'
 is "$e $(held tb-21)" "t f" \
@@ -396,9 +400,9 @@ is "$e $(held tb-21)" "t f" \
 # The same lease in a session whose registry then grows past 64 leases
 # (each such growth drops the leases past their deadline).
 tok=$(session_q sa "SELECT token FROM rp_acquire('tb-22', 1000)")
-t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+t0=$(clock)
 e=$(q "SELECT rp_extend('tb-22', '$tok', 60000) IS NOT NULL")
-wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+wait_past "$t0" 1.5
 n=$(session_q sa "SELECT count(rp_acquire('tb-22-' || g, 60000)) FROM generate_series(1, 70) g")
 is "$e $n $(session_q sa "SELECT rp_release_all()") $(held tb-22)" "t 70 71 f" \
 	"... and after its session took 70 more leases: rp_release_all() released all 71, Redis holds none"
@@ -438,9 +442,9 @@ session_q sb "SELECT rp_release_all()" >/dev/null
 session_q sa "BEGIN" >/dev/null
 tok=$(session_q sa "SELECT token FROM rp_acquire_xact('tb-25', 1000)")
 session_q sa "SELECT fence > 0 FROM rp_acquire_xact('tb-26', 20000)" >/dev/null
-t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+t0=$(clock)
 e=$(q "SELECT rp_extend('tb-25', '$tok', 60000) IS NOT NULL")
-wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+wait_past "$t0" 1.5
 redis client pause 20000 write >/dev/null
 out=$(session_q sa "COMMIT")
 redis client unpause >/dev/null
@@ -451,9 +455,9 @@ session_open sd
 pid=$(session_q sd "SELECT pg_backend_pid()")
 tok=$(session_q sd "SELECT token FROM rp_acquire('tb-27', 1000)")
 session_q sd "SELECT fence > 0 FROM rp_acquire('tb-28', 20000)" >/dev/null
-t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+t0=$(clock)
 e=$(q "SELECT rp_extend('tb-27', '$tok', 60000) IS NOT NULL")
-wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+wait_past "$t0" 1.5
 redis client pause 20000 write >/dev/null
 session_close sd
 wait_for 30 '[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid")" = 0 ]'
@@ -472,13 +476,13 @@ for who in own token; do
 	through $s
 	tok=$(session_q sa "SELECT token FROM rp_acquire('tb-$n', 1000)")
 	session_q $s "SELECT rp_extend('tb-$n', '$tok', 1000) IS NOT NULL" >/dev/null
-	t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+	t0=$(clock)
 	arm "$RP_TMP/tb$n.events"
 	out=$(session_q $s "SELECT rp_extend('tb-$n', '$tok', 60000) IS NOT NULL")
 	direct $s
-	kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+	stop_proxy
 	[ $who = token ] && session_close sc
-	wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+	wait_past "$t0" 1.5
 	is "${out:0:6} $(grep -c '^forwarded' "$RP_TMP/tb$n.events") $(held tb-$n) $(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-$n'") $(session_q sa "SELECT rp_release_all()") $(held tb-$n)" \
 		"ERROR: 1 t 0 1 f" \
 		"an extend ($who) to 60 s whose reply was lost: past 1 s A believes the lease no longer, yet releases it (rp_release_all() released 1)"
@@ -496,7 +500,7 @@ arm "$RP_TMP/tb31.events"
 o1=$(session_q sa "SELECT rp_extend('tb-31', '$tok', 300) IS NOT NULL")
 o2=$(session_q sa "SELECT rp_extend('tb-31', '$tok', 10000) IS NOT NULL")
 direct sa
-kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+stop_proxy
 wait_for 30 '[ "$(held tb-31)" = f ]'
 is "${o1:0:6} ${o2:0:6} $(grep -c '^forwarded' "$RP_TMP/tb31.events") $(held tb-31) $(session_q sa "INSERT INTO tb_account VALUES (31)")" \
 	"ERROR: ERROR: 1 f ERROR:  RP004" \
@@ -517,18 +521,18 @@ for way in shorter longer; do
 	o1=$(session_q sa "SELECT rp_extend('tb-$n', '$tok', $lost) IS NOT NULL")
 	held_cmd=$(grep -c '^held-command' "$RP_TMP/tb$n.events")
 	direct sa
-	t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+	t0=$(clock)
 	a=$(session_q sa "SELECT rp_extend('tb-$n', '$tok', $own) IS NOT NULL")
 	kill -USR2 "$proxy"
 	wait_for 30 "grep -q '^forwarded' '$RP_TMP/tb$n.events'"
-	kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+	stop_proxy
 	if [ $way = shorter ]; then
 		wait_for 30 '[ "$(held tb-32)" = f ]'
 		is "${o1:0:6} $held_cmd $a $(held tb-32) $(session_q sa "INSERT INTO tb_account VALUES (32)")" "ERROR: 1 t f ERROR:  RP004" \
 			"A's own extend to 300 ms held on its way until after A's own to 60 s: A believes the 300 ms, its write is refused (RP004)"
 		session_q sa "SELECT rp_release_all()" >/dev/null
 	else
-		wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+		wait_past "$t0" 1.5
 		is "${o1:0:6} $held_cmd $a $(held tb-33) $(session_q sa "SELECT count(*) FROM rp_leases() WHERE name = 'tb-33'") $(session_q sa "SELECT rp_release_all()") $(held tb-33)" \
 			"ERROR: 1 t t 0 1 f" \
 			"A's own extend to 60 s held on its way until after A's own to 1 s: past 1 s A believes it no longer, yet releases it"
@@ -537,9 +541,9 @@ done
 # The same for a transaction's lease: released at COMMIT.
 session_q sa "BEGIN" >/dev/null
 tok=$(session_q sa "SELECT token FROM rp_acquire_xact('tb-20', 1000)")
-t0=$(q "SELECT extract(epoch FROM clock_timestamp())")
+t0=$(clock)
 e=$(q "SELECT rp_extend('tb-20', '$tok', 60000) IS NOT NULL")
-wait_for 30 "[ \"\$(q \"SELECT clock_timestamp() > to_timestamp($t0) + interval '1.5 s'\")\" = t ]"
+wait_past "$t0" 1.5
 session_q sa "COMMIT" >/dev/null
 is "$e $(held tb-20)" "t f" \
 	"a transaction's lease extended by token elsewhere past its own deadline is released at COMMIT"
@@ -592,7 +596,7 @@ is "$(session_q sp "SELECT 'after'")" "$(printf 'ERROR:  57014\nafter')" \
 wait_for 30 '[ "$(q "SELECT rp_test.redis('"'ZCARD'"', rp_test.key('"'wq-2'"', '"'semq'"'))")" = 0 ]'
 is "$(q "SELECT rp_test.redis('ZCARD', rp_test.key('wq-2', 'semq'))")" "0" \
 	"... and its place leaves the queue (the background worker releases it), not left to its heartbeat"
-kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+stop_proxy
 session_close sp
 session_q sh "SELECT rp_release_all()" >/dev/null
 session_close sh; session_close sw

@@ -75,7 +75,7 @@ diag "$(echo "$out" | grep -v 57014 | sort | uniq -c)"
 wait_for 60 '[ "$(redis exists "$(key oq-sole lock)")" = 0 ]'
 is "$(redis exists "$(key oq-sole lock)") $(echo $(cat "$RP_TMP/hs.txt"))" "0 t f cut" \
 	"a backend that exited meanwhile, its release cut off: the worker takes its lease into the full queue and releases it (within 60 s, not its 600 s TTL)"
-kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+stop_proxy
 session_close hs
 
 # Redis granted every acquire once it ran again; the worker released those
@@ -101,7 +101,7 @@ is "$(echo $out)" "t t f cut 2" "an xact lock and permit held; their release at 
 wait_for 30 '[ "$(redis exists "$(key oq-x lock)")$(redis zcard "$(key oq-xs sem)")" = 00 ]'
 is "$(redis exists "$(key oq-x lock)")" "0" "the xact lock is released by the background worker (within 30 s, not its 120 s TTL)"
 is "$(redis zcard "$(key oq-xs sem)")" "0" "the xact permit too"
-kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+stop_proxy
 session_close sp
 redis del "$(key oq-held lock)" "$(key oq-sem sem)" >/dev/null
 
@@ -137,7 +137,7 @@ backend_gone "$hpid" 60
 kill -CONT "$rpid"
 wait_for 60 '[ "$(redis exists "$(key oq-orphan lock)")" = 0 ]'
 is "$(redis exists "$(key oq-orphan lock)")" "0" "the backend that exited meanwhile: the worker releases its lease once Redis answers (within 60 s, not its 600 s TTL)"
-kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+stop_proxy
 session_close s
 session_close h
 
@@ -170,7 +170,7 @@ kill -CONT "$rpid"
 wait_for 60 '[ "$(redis exists "$(key oq-late lock)" "$(key oqe-head lock)")" = 0 ]'
 is "$(redis exists "$(key oq-late lock)")" "0" "a backend exiting once they expired: the worker takes its lease and releases it once Redis answers"
 is "$(redis exists "$(key oqe-head lock)") $(echo $(cat "$RP_TMP/h.txt"))" "0 t f cut" "and the live lease at the head of the queue (the exiting backend's proxy had cut it off)"
-kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null
+stop_proxy
 session_close h
 
 # An acquire Redis answered with an error (OOM under maxmemory) did not

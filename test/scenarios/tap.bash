@@ -184,6 +184,8 @@ start_proxy() {
 	proxy=$!
 	wait_for 30 "grep -q '^listening' '$1'"
 }
+# stop_proxy: end the proxy start_proxy started.
+stop_proxy() { kill "$proxy" 2>/dev/null; wait "$proxy" 2>/dev/null; }
 
 # terminate_mid_call PORT SESSION SQL LIKE: stop the Redis at PORT
 # (SIGSTOP), send SQL on the open SESSION, wait until its backend ($pid)
