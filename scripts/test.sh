@@ -77,14 +77,15 @@ tally_timing() { count "$@"; tpassed=$((tpassed + c_ok)); tfailed=$((tfailed + c
 # The files of the suites, heaviest first (a long file started last ends
 # the run late): files whose path holds one of these words, in this order,
 # then the rest in name order.  The order is the files' mean wall times in
-# six runs of make test, longest first (fuzz_bad_input 97 s ...
-# cleanup_face 21 s); the rest take under 20 s each.  A new file needs no
-# entry; a new heavy one runs sooner with one.  RP_ONLY does not narrow
-# pg_regress and isolation (names without a /).
-HEAVY="fuzz_bad_input ratelimit_concurrency resources sentinel tls_topology cluster
-semaphore.sh /tls.sh lock_mutual_exclusion faults splitbrain logical observe_notify
-leases_never_stranded failover security ratelimit_cache standby lock_all.sh
-dump_restore fence_workers examples cleanup_face"
+# four recent runs of make test, longest first (fuzz_bad_input 69 s,
+# lease_belief 56 s ... fence_names 8 s); the rest take under 8 s each.  A
+# new file needs no entry; a new heavy one runs sooner with one.  RP_ONLY
+# does not narrow pg_regress and isolation (names without a /).
+HEAVY="fuzz_bad_input lease_belief orphan_queue resources /tls.sh ratelimit_concurrency
+tls_topology observe_notify 003_sentinel pool_exclusion cluster /semaphore.sh faults
+election_replicas orphan_wakeup ratelimit_cache fence_workers pool_semaphore
+installcheck_twice release_at_commit election_failover late_reply leases_never_stranded
+examples security sentinel_idle splitbrain lock_mutual_exclusion lock_all.sh fence_names"
 files_heaviest_first() {  # SUITE...
 	local all w
 	all=$(for s in "$@"; do
