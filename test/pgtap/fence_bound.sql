@@ -9,7 +9,7 @@
 -- session or server; test/isolation/specs/fence_bound_race.spec races real
 -- sessions.
 BEGIN;
-SELECT plan(56);
+SELECT plan(61);
 
 SET LOCAL redis_primitives.lease_margin = 50;
 
@@ -232,6 +232,39 @@ SELECT results_eq($$SELECT trigger_name, problem FROM rp_fence_check('misuse')$$
 DROP TRIGGER g2 ON misuse;
 SELECT results_eq($$SELECT trigger_name, problem FROM rp_fence_check('misuse')$$,
   $$VALUES (NULL::text, 'has no rp_fence_guard trigger')$$, 'rp_fence_check: a table with no guard');
+
+-- Two guards on one token column.  Each compares the column with the fences
+-- of its own lease and stamps them, so the one that fires last overwrites
+-- what the other checks: the row holds the table lease's fence, and a stale
+-- holder of the row's lease, whose fence is above that, gets in.  Staged:
+-- the newer holder's write left the table lease's fence 1 in the row.
+CREATE TABLE two (id int PRIMARY KEY, balance int NOT NULL, fence_token bigint);
+CREATE TRIGGER two_row BEFORE INSERT OR UPDATE OR DELETE ON two
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=two-{id}');
+CREATE TRIGGER two_table BEFORE INSERT OR UPDATE OR DELETE ON two
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=two-table');
+SELECT pg_temp.stage('two', 200, 1);
+SELECT rp_acquire('two-1', 10000), rp_acquire('two-table', 10000);
+SELECT throws_ok($$UPDATE two SET balance = 50 WHERE id = 1$$, '39P01', NULL,
+  'two guards on one token column: the write is refused, not let through by the other lease''s fence');
+SELECT is((SELECT balance FROM two), 200, 'the row is unchanged');
+SELECT results_eq($$SELECT trigger_name, problem LIKE '%same token column "fence_token"%' FROM rp_fence_check('two') ORDER BY 1$$,
+  $$VALUES ('two_row'::text, true), ('two_table', true)$$, 'rp_fence_check reports both guards');
+DROP TRIGGER two_table ON two;
+SELECT lives_ok($$UPDATE two SET balance = 50 WHERE id = 1$$, 'one guard left: the holder of two-1 writes');
+-- The same through a partition: the parent's guard, cloned, and the
+-- partition's own on the same column.
+CREATE TABLE twop (id int, fence_token bigint) PARTITION BY RANGE (id);
+CREATE TABLE twop1 PARTITION OF twop FOR VALUES FROM (0) TO (100);
+CREATE TRIGGER twop_row BEFORE INSERT OR UPDATE OR DELETE ON twop
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=twop-{id}');
+CREATE TRIGGER twop1_all BEFORE INSERT OR UPDATE OR DELETE ON twop1
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=twop-all');
+SELECT results_eq($$SELECT relation::text, trigger_name FROM rp_fence_check('twop')
+                    WHERE problem LIKE '%same token column%' ORDER BY 2$$,
+  $$VALUES ('twop1'::text, 'twop1_all'::text), ('twop1', 'twop_row')$$,
+  'a partition''s own guard on the parent guard''s column: both reported on the partition');
+SELECT rp_release_all();
 
 SELECT * FROM finish();
 ROLLBACK;
