@@ -268,6 +268,29 @@ rp_guard_parse(Relation rel, Trigger *trig, RpGuard *g)
 	if (g->kind == RP_GUARD_LOCK)
 		rp_parse_template(g, desc, g->target);
 
+	/*
+	 * One guard per token column.  Each compares the column with the fences
+	 * of its own lease (or the token its writer passes) and a bound one
+	 * stamps them, so the guard that fires last overwrites what another
+	 * checks: a row lease's stale holder whose fence is above the table
+	 * lease's fence the row now holds would get in.  Not refused at CREATE
+	 * TRIGGER: a migration may create a guard and then drop the one it
+	 * replaces.
+	 */
+	for (int i = 0; g->attnum > 0 && rel->trigdesc && i < rel->trigdesc->numtriggers; i++)
+	{
+		Trigger    *t = &rel->trigdesc->triggers[i];
+
+		if (t->tgoid == trig->tgoid || t->tgfoid != trig->tgfoid ||
+			t->tgenabled == TRIGGER_DISABLED || t->tgnargs < 1)
+			continue;
+		if (SPI_fnumber(desc, t->tgargs[0]) == g->attnum)
+			rp_problem(g, RP_MISUSE,
+					   "Give each guard a token column of its own, or drop one of them.",
+					   "guard \"%s\" uses the same token column \"%s\": the guard that fires last overwrites the fence the other checks",
+					   t->tgname, g->column);
+	}
+
 	/* When and on what it fires. */
 	if (!TRIGGER_FOR_ROW(type))
 		rp_problem(g, RP_MISUSE, "Create it FOR EACH ROW.", "must be fired FOR EACH ROW");
