@@ -14,7 +14,7 @@
 -- them the checks fail one by one instead of aborting the file.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(39);
+SELECT plan(42);
 
 -- try(sql): the first column of the first row of sql as text, or
 -- 'ERROR <sqlstate>: <message>'.
@@ -191,6 +191,17 @@ SELECT is(pg_temp.rows($$SELECT problem FROM rp_fence_check('rc')$$),
   'lock name template "rc-{k}" names column "k" of type regclass, whose text depends on search_path or on the catalog',
   'rp_fence_check reports it (created with check_function_bodies off, as pg_dump restores)');
 SELECT throws_ok($$INSERT INTO rc VALUES ('rc', NULL, 0)$$, '39P01', NULL, 'and the guard refuses to run');
+-- A CREATE TRIGGER written inside CREATE SCHEMA runs under that statement's
+-- tag, not CREATE TRIGGER's: refused all the same, qualified or not.
+SELECT throws_ok($$CREATE SCHEMA rcs CREATE TABLE t (k regclass, fence_token bigint)
+  CREATE TRIGGER t_fence BEFORE INSERT OR UPDATE OR DELETE ON t
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=rcs-{k}')$$, '39P01', NULL,
+  'CREATE SCHEMA ... CREATE TRIGGER refuses a template on a regclass column');
+SELECT is((SELECT count(*) FROM pg_namespace WHERE nspname = 'rcs'), 0::bigint, 'and the schema is not created');
+SELECT throws_ok($$CREATE SCHEMA rcs2 AUTHORIZATION CURRENT_ROLE CREATE TABLE t (k regclass, fence_token bigint)
+  CREATE TRIGGER t_fence BEFORE INSERT OR UPDATE OR DELETE ON rcs2.t
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=rcs-{k}')$$, '39P01', NULL,
+  'so does one naming the table with its schema');
 
 -- ---------------------------------------------------------------------------
 -- 2. A template on a generated column.
