@@ -27,6 +27,7 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "parser/parse_func.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -500,38 +501,15 @@ rp_fence_check(PG_FUNCTION_ARGS)
  * ------------------------------------------------------------------------
  */
 
-/*
- * A new rp_fence_guard trigger with a problem no later DDL of another
- * object can cure (a template column that is generated or whose type has
- * no fixed text; a generated token column) is refused with that problem.
- * Every other problem is left to the trigger and rp_fence_check, as
- * before: a guard may be created before the trigger it must sort after is
- * renamed.  check_function_bodies = off (pg_dump's restore) skips it, as it
- * skips a function's body check: the guard then refuses to run instead.
- */
-PG_FUNCTION_INFO_V1(rp_fence_guard_created);
-Datum
-rp_fence_guard_created(PG_FUNCTION_ARGS)
+/* The guard trigger trigname of table rv, if it is one: refused as below. */
+static void
+rp_guard_created_check(RangeVar *rv, const char *trigname, Oid guardfn)
 {
-	EventTriggerData *trigdata;
-	CreateTrigStmt *stmt;
-	Oid			relid;
-	Oid			guardfn;
+	Oid			relid = RangeVarGetRelid(rv, NoLock, true);
 	Relation	rel;
 
-	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_EVENT_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("rp_fence_guard_created: not fired by event trigger manager")));
-	trigdata = (EventTriggerData *) fcinfo->context;
-	if (!check_function_bodies || !IsA(trigdata->parsetree, CreateTrigStmt))
-		PG_RETURN_VOID();
-	stmt = (CreateTrigStmt *) trigdata->parsetree;
-	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 	if (!OidIsValid(relid))
-		PG_RETURN_VOID();
-	guardfn = rp_guard_fn(fcinfo);
-
+		return;
 	rel = relation_open(relid, AccessShareLock);
 	for (int i = 0; rel->trigdesc && i < rel->trigdesc->numtriggers; i++)
 	{
@@ -539,7 +517,7 @@ rp_fence_guard_created(PG_FUNCTION_ARGS)
 		RpGuard		g;
 		ListCell   *lc;
 
-		if (t->tgfoid != guardfn || strcmp(t->tgname, stmt->trigname) != 0)
+		if (t->tgfoid != guardfn || strcmp(t->tgname, trigname) != 0)
 			continue;
 		rp_guard_parse(rel, t, &g);
 		foreach(lc, g.problems)
@@ -557,5 +535,60 @@ rp_fence_guard_created(PG_FUNCTION_ARGS)
 		}
 	}
 	relation_close(rel, AccessShareLock);
+}
+
+/*
+ * A new rp_fence_guard trigger with a problem no later DDL of another
+ * object can cure (a template column that is generated or whose type has
+ * no fixed text; a generated token column) is refused with that problem.
+ * Every other problem is left to the trigger and rp_fence_check, as
+ * before: a guard may be created before the trigger it must sort after is
+ * renamed.  check_function_bodies = off (pg_dump's restore) skips it, as it
+ * skips a function's body check: the guard then refuses to run instead.
+ * A CREATE TRIGGER written inside CREATE SCHEMA runs under that tag: each
+ * one is checked at the end of the CREATE SCHEMA, its table in the new
+ * schema unless it names it (CREATE SCHEMA allows no other).
+ */
+PG_FUNCTION_INFO_V1(rp_fence_guard_created);
+Datum
+rp_fence_guard_created(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata;
+	Oid			guardfn;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_EVENT_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("rp_fence_guard_created: not fired by event trigger manager")));
+	trigdata = (EventTriggerData *) fcinfo->context;
+	if (!check_function_bodies)
+		PG_RETURN_VOID();
+	guardfn = rp_guard_fn(fcinfo);
+	if (IsA(trigdata->parsetree, CreateTrigStmt))
+	{
+		CreateTrigStmt *stmt = (CreateTrigStmt *) trigdata->parsetree;
+
+		rp_guard_created_check(stmt->relation, stmt->trigname, guardfn);
+	}
+	else if (IsA(trigdata->parsetree, CreateSchemaStmt))
+	{
+		CreateSchemaStmt *cs = (CreateSchemaStmt *) trigdata->parsetree;
+		const char *schema = cs->schemaname ? cs->schemaname :
+			get_rolespec_name(cs->authrole);
+		ListCell   *lc;
+
+		foreach(lc, cs->schemaElts)
+		{
+			CreateTrigStmt *stmt = lfirst(lc);
+			RangeVar   *rv;
+
+			if (!IsA(stmt, CreateTrigStmt))
+				continue;
+			rv = copyObject(stmt->relation);
+			if (rv->schemaname == NULL)
+				rv->schemaname = pstrdup(schema);
+			rp_guard_created_check(rv, stmt->trigname, guardfn);
+		}
+	}
 	PG_RETURN_VOID();
 }

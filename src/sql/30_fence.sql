@@ -200,7 +200,7 @@ LANGUAGE C;
 COMMENT ON FUNCTION @extschema@.rp_fence_guard_created() IS
   'Event trigger: refuse a rp_fence_guard trigger whose lock name template or token column can never work (skipped while check_function_bodies is off)';
 CREATE EVENT TRIGGER rp_fence_guard_created ON ddl_command_end
-  WHEN TAG IN ('CREATE TRIGGER')
+  WHEN TAG IN ('CREATE TRIGGER', 'CREATE SCHEMA')
   EXECUTE FUNCTION @extschema@.rp_fence_guard_created();
 COMMENT ON EVENT TRIGGER rp_fence_guard_created IS
   'Refuses a rp_fence_guard trigger whose lock name template or token column can never work';
