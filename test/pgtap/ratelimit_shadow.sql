@@ -5,8 +5,11 @@
 -- nothing), so the count is the enforced limit's own; the naive twin, a
 -- "shadow" that records every admitted request, over-counts.  On a pinned
 -- clock (redis_primitives.ratelimit_clock_ms), so every number is exact.
+-- The count lives redis_primitives.ratelimit_shadow_ttl after its last
+-- refusal, never forever, and a request that can never be admitted is
+-- counted by the same single script call that answers it.
 BEGIN;
-SELECT plan(33);
+SELECT plan(40);
 
 CREATE FUNCTION pg_temp.at(ms bigint) RETURNS text LANGUAGE sql AS $$
   SELECT set_config('redis_primitives.ratelimit_clock_ms', (1700000000000 + ms)::text, true)
@@ -81,11 +84,36 @@ SELECT cmp_ok((SELECT count(*) FROM stream WHERE naive_used > 10), '>', (SELECT 
 SELECT is((SELECT bool_and(rp_ratelimit('bool', 2, 60000, 1, 'gcra', 'shadow')) FROM generate_series(1, 5)), true,
           'rp_ratelimit in shadow mode is always true');
 SELECT is(rp_ratelimit_shadow_refusals('bool'), 3::bigint, 'and counted 3 of 5');
+-- The count expires ratelimit_shadow_ttl (default 7 days) after its last
+-- refusal: a key refused once in shadow mode must not stay in Redis forever.
+SELECT ok(coalesce(rp_test.redis('PTTL', rp_test.key('bool', 'rl:shadow'))::bigint
+                   BETWEEN s.setting::bigint - 60000 AND s.setting::bigint, false),
+          format('the count has a TTL of ratelimit_shadow_ttl (%s ms): PTTL = %s ms',
+                 s.setting, rp_test.redis('PTTL', rp_test.key('bool', 'rl:shadow'))))
+FROM (SELECT max(setting) AS setting FROM pg_settings WHERE name = 'redis_primitives.ratelimit_shadow_ttl') s;
 SELECT rp_ratelimit_peek('bool', 2, 60000, 1, 'gcra');
 SELECT is(rp_ratelimit_shadow_refusals('bool'), 3::bigint, 'a peek counts nothing');
 SELECT is((SELECT row(allowed, retry_after_ms, would_refuse)::text FROM rp_ratelimit_consume('bool', 2, 60000, 3, 'gcra', 'shadow')),
           '(t,-1,t)', 'a cost above max_requests: admitted in shadow, would_refuse, never retryable');
 SELECT is(rp_ratelimit_shadow_refusals('bool'), 4::bigint, 'and counted');
+-- Answered and counted in one script call (Redis' own count of EVALSHA and
+-- EVAL; this file has the Redis to itself), not a peek and then a count.
+CREATE FUNCTION pg_temp.script_calls() RETURNS bigint LANGUAGE sql AS $$
+  SELECT coalesce(sum(m[1]::bigint), 0)
+  FROM regexp_matches(rp_test.redis('INFO', 'commandstats'), '^cmdstat_eval(?:sha)?:calls=(\d+)', 'gn') m
+$$;
+CREATE TEMP TABLE calls0 AS SELECT pg_temp.script_calls() AS n;
+SELECT rp_ratelimit('bool', 2, 60000, 3, 'gcra', 'shadow');
+SELECT is(pg_temp.script_calls() - (SELECT n FROM calls0), 1::bigint,
+          'a cost above max_requests in shadow mode takes one script call');
+SELECT is(rp_ratelimit_shadow_refusals('bool'), 5::bigint, 'which counted it');
+-- The TTL follows the setting: each refusal sets it afresh.
+SELECT lives_ok($$SET LOCAL redis_primitives.ratelimit_shadow_ttl = '10s'$$,
+                'SET redis_primitives.ratelimit_shadow_ttl = ''10s''');
+SELECT rp_ratelimit('bool', 2, 60000, 1, 'gcra', 'shadow');
+SELECT ok(coalesce(rp_test.redis('PTTL', rp_test.key('bool', 'rl:shadow'))::bigint BETWEEN 1 AND 10000, false),
+          format('the next refusal set the count''s TTL to at most 10000 ms: PTTL = %s ms',
+                 rp_test.redis('PTTL', rp_test.key('bool', 'rl:shadow'))));
 SELECT is(rp_ratelimit_reset('bool'), true, 'rp_ratelimit_reset');
 SELECT is(rp_ratelimit_shadow_refusals('bool'), 0::bigint, 'clears the count too');
 
@@ -94,6 +122,15 @@ SELECT throws_ok($$SELECT rp_ratelimit('k', 2, 60000, 1, 'gcra', 'dry-run')$$, '
 SELECT throws_ok($$SELECT rp_ratelimit_consume('k', 2, 60000, 1, 'gcra', NULL)$$, '22004', NULL, 'a NULL mode is 22004');
 SELECT is((SELECT count(*) FROM rp_ratelimit_consume('k', 2, 60000) r, LATERAL jsonb_object_keys(to_jsonb(r))), 4::bigint,
           'the 1.0 form still returns the 1.0 record');
+SELECT throws_ok($$SET redis_primitives.ratelimit_shadow_ttl = '999ms'$$, '22023', NULL,
+                 'a ratelimit_shadow_ttl under 1000 ms is refused (22023)');
+
+-- Every key this file left behind has a TTL, the shadow counts included.
+SELECT is((SELECT count(*) FROM regexp_split_to_table(
+             rp_test.redis('--scan', '--pattern', current_setting('redis_primitives.key_prefix') || '*:rl:*'),
+             E'\n') k
+           WHERE k <> '' AND rp_test.redis('PTTL', k) = '-1'), 0::bigint,
+  'no rate-limit key in Redis lacks a TTL');
 
 SELECT * FROM finish();
 ROLLBACK;
