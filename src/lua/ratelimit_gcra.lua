@@ -5,8 +5,8 @@
 -- KEYS[1]  <prefix>{key}:rl:gcra  string '<tat_ms> <rem> <L>': the theoretical
 --          arrival time TAT = tat_ms + rem / L ms (0 <= rem < L), kept as a
 --          fraction so that W / L needs no rounding
--- KEYS[2], ARGV[1..5]  as in ratelimit_common.lua (shadow count; L, W, cost,
---          consume or peek, clock); here L is also the burst
+-- KEYS[2], ARGV[1..6]  as in ratelimit_common.lua (shadow count; L, W, cost,
+--          consume or peek, clock, the count's TTL); here L is also the burst
 --
 -- A request of cost c moves TAT to max(TAT, now) + c * T and is admitted when
 -- the new TAT is at most now + W.  The C caller keeps L * W <= 2^51, so every

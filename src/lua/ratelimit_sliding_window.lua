@@ -6,8 +6,8 @@
 -- KEYS[1]  <prefix>{key}:rl:sliding_window  hash: s = start of the current
 --          bucket (ms, a multiple of window_ms), c = units in it, p = units in
 --          the bucket before it
--- KEYS[2], ARGV[1..5]  as in ratelimit_common.lua (shadow count; L, W, cost,
---          consume or peek, clock); here W is also the bucket width
+-- KEYS[2], ARGV[1..6]  as in ratelimit_common.lua (shadow count; L, W, cost,
+--          consume or peek, clock, the count's TTL); here W is also the bucket width
 --
 -- At e ms into the current bucket the units in use are
 --     used = c + p * (W - e) / W

@@ -48,6 +48,9 @@
 /* The largest pinned clock: far past any real time, far below 2^53. */
 #define RP_RL_MAX_CLOCK_MS	INT64CONST(1000000000000000)
 
+/* How long a shadow count lives after its last refusal: 7 days, in ms. */
+#define RP_RL_SHADOW_TTL_DEFAULT	(7 * 24 * 3600 * 1000)
+
 typedef enum RpRlOnError
 {
 	RP_RL_ON_ERROR_ERROR,
@@ -66,6 +69,7 @@ static const struct config_enum_entry rp_rl_on_error_options[] = {
 static int	rp_rl_on_error = RP_RL_ON_ERROR_ERROR;
 static char *rp_rl_clock_setting = NULL;
 static int64 rp_rl_clock_ms = 0;	/* parsed rp_rl_clock_setting; 0 = TIME */
+static int	rp_rl_shadow_ttl_ms = RP_RL_SHADOW_TTL_DEFAULT;
 
 /* One algorithm: its name in SQL, its script, its key suffix. */
 typedef struct RpRlAlgorithm
@@ -162,6 +166,13 @@ rp_ratelimit_init(void)
 							 &rp_rl_on_error, RP_RL_ON_ERROR_ERROR,
 							 rp_rl_on_error_options, PGC_SUSET, 0,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("redis_primitives.ratelimit_shadow_ttl",
+							"How long a shadow-mode count of refusals stays in Redis after its last refusal.",
+							"Every refusal counted in shadow mode sets the count's TTL to this, "
+							"so a key no longer refused leaves nothing behind.",
+							&rp_rl_shadow_ttl_ms, RP_RL_SHADOW_TTL_DEFAULT, 1000, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	DefineCustomStringVariable("redis_primitives.ratelimit_clock_ms",
 							   "For tests only: a fixed time in milliseconds that the rate limiter uses instead of Redis' TIME; 0 uses TIME.",
 							   "Production never sets this: a pinned clock freezes every window.",
@@ -322,22 +333,24 @@ rp_rl_eval(const RpRlRequest *req, RpArg rkey, int nargs, const RpArg *argv,
 }
 
 /*
- * rp_rl_eval, and when consume: a call that failed may have been admitted all
- * the same (Redis runs what it received, whether or not the reply comes
- * back), so a refusal of the key cached under other parameters goes, as for
- * an admission that was answered (ratecache.c).  rc->target must be set.
+ * rp_rl_eval (count_shadow: pass the shadow count's key), and when consume:
+ * a call that failed may have been admitted all the same (Redis runs what it
+ * received, whether or not the reply comes back), so a refusal of the key
+ * cached under other parameters goes, as for an admission that was answered
+ * (ratecache.c).  rc->target must be set.
  */
 static bool
 rp_rl_eval_consuming(const RpRlRequest *req, RpArg rkey, int nargs,
 					 const RpArg *argv, bool never, bool consume,
-					 const RpRcRequest *rc, RpReply **reply, RpRlResult *result)
+					 bool count_shadow, const RpRcRequest *rc,
+					 RpReply **reply, RpRlResult *result)
 {
 	bool		answered = false;
 
 	PG_TRY();
 	{
-		answered = rp_rl_eval(req, rkey, nargs, argv, never,
-							  req->shadow && consume, reply, result);
+		answered = rp_rl_eval(req, rkey, nargs, argv, never, count_shadow,
+							  reply, result);
 	}
 	PG_CATCH();
 	{
@@ -354,7 +367,8 @@ rp_rl_eval_consuming(const RpRlRequest *req, RpArg rkey, int nargs,
 /*
  * One rate-limit call.  consume = false peeks.  A cost above max_requests can
  * never be admitted: it records nothing, is answered from a peek (so the
- * other fields describe the key as it is) and says so with retry_after_ms -1.
+ * other fields describe the key as it is) and says so with retry_after_ms -1;
+ * in shadow mode that same script call counts it as refused (ARGV[4] '2').
  *
  * The refusal cache (ratecache.c): from_cache lets a refusal Redis gave
  * earlier answer this call with no round trip (only rp_ratelimit, whose
@@ -369,8 +383,8 @@ rp_rl_call(FunctionCallInfo fcinfo, bool consume, bool from_cache,
 	RpRlRequest req;
 	bool		never;
 	bool		consuming;
-	RpArg		argv[6];
-	int			nargs = 5;
+	RpArg		argv[7];
+	int			nargs = 6;
 	RpReply    *r;
 	RpArg		rkey;
 	RpRcRequest rc;
@@ -413,14 +427,16 @@ rp_rl_call(FunctionCallInfo fcinfo, bool consume, bool from_cache,
 	argv[0] = rp_arg_int(req.max_requests);
 	argv[1] = rp_arg_int(req.window_ms);
 	argv[2] = rp_arg_int(never ? req.max_requests : req.cost);
-	argv[3] = rp_arg_str(consume ? "1" : "0");
+	argv[3] = rp_arg_str(consume ? "1" : (req.shadow && never && consuming) ? "2" : "0");
 	argv[4] = rp_arg_int(rp_rl_clock_ms);
+	argv[5] = rp_arg_int(rp_rl_shadow_ttl_ms);
 	if (req.algorithm->script == &rp_script_ratelimit_sliding_log)
 		argv[nargs++] = consume ? rp_rl_member_id() : rp_arg_str("");
 
 	if (consume)
 		rc.target = rp_conn_target_signature();
-	if (!rp_rl_eval_consuming(&req, rkey, nargs, argv, never, consume, &rc, &r, result))
+	if (!rp_rl_eval_consuming(&req, rkey, nargs, argv, never, consume,
+							  req.shadow && consuming, &rc, &r, result))
 		return;
 
 	if (r->type != RP_REPLY_ARRAY || r->nelem != 5)
@@ -454,16 +470,9 @@ rp_rl_call(FunctionCallInfo fcinfo, bool consume, bool from_cache,
 	{
 		/*
 		 * Admitted although the limit refuses.  The algorithm's script
-		 * counted the refusal (and, like any refusal, recorded nothing);
-		 * a request that can never be admitted was only peeked at, so it
-		 * is counted here.
+		 * counted the refusal (and, like any refusal, recorded nothing), a
+		 * request that can never be admitted included.
 		 */
-		if (never && consuming)
-		{
-			RpArg		skey = rp_key(req.key, req.keylen, "rl:shadow");
-
-			(void) rp_eval(&rp_script_ratelimit_shadow_count, 1, &skey, 0, NULL);
-		}
 		result->allowed = true;
 	}
 	if (rp_ratelimit_observer_hook && consuming)
