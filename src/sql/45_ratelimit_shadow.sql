@@ -32,5 +32,7 @@ CREATE FUNCTION @extschema@.rp_ratelimit_shadow_refusals(key pg_catalog.text)
 RETURNS pg_catalog.int8
 AS 'MODULE_PATHNAME', 'rp_ratelimit_shadow_refusals'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+-- #begin shadow_refusals_comment
 COMMENT ON FUNCTION @extschema@.rp_ratelimit_shadow_refusals(pg_catalog.text) IS
-  'How many requests on key the limit refused in shadow mode (and admitted), since rp_ratelimit_reset(key)';
+  'How many requests on key the limit refused in shadow mode (and admitted), since rp_ratelimit_reset(key) or since the count expired, redis_primitives.ratelimit_shadow_ttl after its last refusal';
+-- #end shadow_refusals_comment
