@@ -14,7 +14,7 @@
 -- them the checks fail one by one instead of aborting the file.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(42);
+SELECT plan(49);
 
 -- try(sql): the first column of the first row of sql as text, or
 -- 'ERROR <sqlstate>: <message>'.
@@ -281,6 +281,83 @@ SELECT is(pg_temp.rows($$SELECT relation::text || ' ' || coalesce(trigger_name, 
 SELECT throws_ok($$SELECT * FROM rp_fence_check(0)$$, '42P01', NULL, 'rp_fence_check(0): 42P01');
 SELECT throws_ok($$SELECT * FROM rp_fence_check(NULL)$$, '22004', NULL, 'rp_fence_check(NULL): 22004, as before');
 SELECT is(pg_temp.try($$SELECT rp_lock_name(0, '{}'::jsonb)$$)::varchar(11), 'ERROR 42P01', 'rp_lock_name(0, ...): 42P01');
+
+-- ---------------------------------------------------------------------------
+-- 5. A row of another table: the name of the row as INSERT stores it.
+-- ---------------------------------------------------------------------------
+-- INSERT applies a column's typmod (numeric(10,2), char(5), varchar(3),
+-- timestamp(0), the elements of numeric(10,2)[]) before the guard renders
+-- the row: 1.5 is stored, and named, 1.50.  A row of another table with a
+-- plain numeric column holds 1.5; rp_lock_name must name the row it would
+-- store, as the jsonb form does (each value read with the column's typmod),
+-- or the lease it names is not the one the guard asks for.  A value INSERT
+-- refuses is refused with INSERT's error.
+-- round_trip(tbl): for the row of <tbl>_src, rp_lock_name(tbl, row), the
+-- name of its value as jsonb, and what INSERT INTO tbl of that row does
+-- holding a lease on the first name: 'name | name | written' when the
+-- three agree.
+CREATE FUNCTION pg_temp.round_trip(tbl text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE by_row text; by_jsonb text; wrote text;
+BEGIN
+  by_row := pg_temp.try(format('SELECT rp_lock_name(%L, s) FROM %I s', tbl, tbl || '_src'));
+  by_jsonb := pg_temp.try(format('SELECT rp_lock_name(%L, jsonb_build_object(''k'', s.k::text)) FROM %I s',
+                                 tbl, tbl || '_src'));
+  IF by_row NOT LIKE 'ERROR %' THEN
+    PERFORM rp_acquire(by_row, 10000);
+  END IF;
+  wrote := pg_temp.try(format('INSERT INTO %I (k) SELECT k FROM %I RETURNING ''written''', tbl, tbl || '_src'));
+  PERFORM rp_release_all();
+  RETURN by_row || ' | ' || by_jsonb || ' | ' || wrote;
+END $$;
+CREATE DOMAIN price AS numeric(10,2) CHECK (VALUE > 0);
+CREATE TABLE nm (k numeric(10,2), fence_token bigint);
+CREATE TABLE nm_src (k numeric);
+INSERT INTO nm_src VALUES (1.5);
+CREATE TABLE nmo (k numeric(10,2), fence_token bigint);
+CREATE TABLE nmo_src (k numeric);
+INSERT INTO nmo_src VALUES (123456789.5);
+CREATE TABLE ch (k char(5), fence_token bigint);
+CREATE TABLE ch_src (k char(3));
+INSERT INTO ch_src VALUES ('ab');
+CREATE TABLE vc (k varchar(3), fence_token bigint);
+CREATE TABLE vc_src (k varchar);
+INSERT INTO vc_src VALUES ('abcd');
+CREATE TABLE ts0 (k timestamp(0), fence_token bigint);
+CREATE TABLE ts0_src (k timestamp);
+INSERT INTO ts0_src VALUES ('2024-01-01 00:00:00.6');
+CREATE TABLE na (k numeric(10,2)[], fence_token bigint);
+CREATE TABLE na_src (k numeric[]);
+INSERT INTO na_src VALUES ('{1.5,2.255}');
+CREATE TABLE dm (k price, fence_token bigint);
+CREATE TABLE dm_src (k price);
+INSERT INTO dm_src VALUES (1.5);
+DO $$
+DECLARE t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['nm', 'nmo', 'ch', 'vc', 'ts0', 'na', 'dm'] LOOP
+    EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I FOR EACH ROW '
+                   'EXECUTE FUNCTION rp_fence_guard(''fence_token'', %L)', t || '_fence', t, 'lock=' || t || '-{k}');
+  END LOOP;
+END $$;
+
+SELECT is(pg_temp.round_trip('nm'), 'nm-1.50 | nm-1.50 | written',
+          'numeric(10,2) from a numeric 1.5: rp_lock_name names the row 1.50 as INSERT stores it, and the write is accepted');
+SELECT is(pg_temp.round_trip('nmo'),
+          'ERROR 22003: numeric field overflow | ERROR 22003: numeric field overflow | ERROR 22003: numeric field overflow',
+          'numeric(10,2) from 123456789.5: 22003, as INSERT refuses it');
+SELECT is(pg_temp.round_trip('ch'), 'ch-ab    | ch-ab    | written',
+          'char(5) from a char(3): the name has char(5)''s padding');
+SELECT is(pg_temp.round_trip('vc'),
+          'ERROR 22001: value too long for type character varying(3) | '
+          'ERROR 22001: value too long for type character varying(3) | '
+          'ERROR 22001: value too long for type character varying(3)',
+          'varchar(3) from a varchar ''abcd'': 22001, as INSERT refuses it, not the name of a row that cannot be stored');
+SELECT is(pg_temp.round_trip('ts0'), 'ts0-2024-01-01 00:00:01 | ts0-2024-01-01 00:00:01 | written',
+          'timestamp(0) from 00:00:00.6: the name has the rounded second');
+SELECT is(pg_temp.round_trip('na'), 'na-{1.50,2.26} | na-{1.50,2.26} | written',
+          'numeric(10,2)[] from a numeric[]: each element coerced');
+SELECT is(pg_temp.round_trip('dm'), 'dm-1.50 | dm-1.50 | written',
+          'a domain over numeric(10,2): its values carry the typmod already');
 
 SELECT * FROM finish();
 ROLLBACK;
