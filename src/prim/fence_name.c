@@ -18,6 +18,9 @@
  * asks for a lease the guard does not accept.  A type whose text names
  * catalog objects (reg*, aclitem) has no fixed text and is refused
  * (rp_name_type_pins), at CREATE TRIGGER and when the guard fires.
+ * The guard renders the row as stored, after INSERT applied each column's
+ * typmod; rp_lock_name applies the same typmods to the values it is given
+ * (rp_row_typmod), or 1.5 would be named where 1.50 is stored.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,6 +32,9 @@
 #include "executor/executor.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parse_coerce.h"
 #include "parser/parse_func.h"
 #include "pgtime.h"
 #include "utils/builtins.h"
@@ -281,6 +287,35 @@ rp_jsonb_text(JsonbValue *v)
 	}
 }
 
+/*
+ * value, of column from of row_value, as INSERT stores it in column to of
+ * the same type: to's typmod applied by the type's length coercion, the
+ * expression INSERT builds (transformAssignedExpr: assignment, so a value
+ * that does not fit raises, as varchar(3) refuses 'abcd' with 22001 and
+ * numeric(10,2) 123456789.5 with 22003, rather than being cut).  An
+ * array's elements are coerced each.  A domain has no typmod of its own
+ * and its values carry their base type's already: nothing to do, as for
+ * a column without a typmod or one with from's.
+ */
+static Datum
+rp_row_typmod(Datum value, Form_pg_attribute from, Form_pg_attribute to)
+{
+	Node	   *expr;
+	Const	   *c;
+
+	if (to->atttypmod < 0 || from->atttypmod == to->atttypmod)
+		return value;
+	expr = (Node *) makeConst(from->atttypid, from->atttypmod, from->attcollation,
+							  from->attlen, value, false, from->attbyval);
+	expr = coerce_to_target_type(NULL, expr, from->atttypid, to->atttypid, to->atttypmod,
+								 COERCION_ASSIGNMENT, COERCE_IMPLICIT_CAST, -1);
+	if (expr == NULL)
+		elog(ERROR, "could not coerce type %s to typmod %d",
+			 format_type_be(to->atttypid), to->atttypmod);
+	c = (Const *) evaluate_expr((Expr *) expr, to->atttypid, to->atttypmod, to->attcollation);
+	return c->constvalue;
+}
+
 PG_FUNCTION_INFO_V1(rp_lock_name);
 Datum
 rp_lock_name(PG_FUNCTION_ARGS)
@@ -398,7 +433,10 @@ rp_lock_name(PG_FUNCTION_ARGS)
 	}
 	else if (type_is_rowtype(argtype))
 	{
-		/* The template's columns by name, of the same types as the table's. */
+		/*
+		 * The template's columns by name, of the same types as the table's,
+		 * with the table's typmods applied as INSERT applies them.
+		 */
 		HeapTupleHeader th = PG_GETARG_HEAPTUPLEHEADER(1);
 		TupleDesc	rowdesc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(th),
 													 HeapTupleHeaderGetTypMod(th));
@@ -406,7 +444,8 @@ rp_lock_name(PG_FUNCTION_ARGS)
 		for (int i = 0; i < g->nparts; i++)
 		{
 			RpNamePart *p = &g->parts[i];
-			Oid			want_type = TupleDescAttr(desc, p->attnum - 1)->atttypid;
+			Form_pg_attribute att = TupleDescAttr(desc, p->attnum - 1);
+			Oid			want_type = att->atttypid;
 			int			found = 0;
 
 			if (p->text)
@@ -440,6 +479,8 @@ rp_lock_name(PG_FUNCTION_ARGS)
 								RelationGetRelationName(rel), format_type_be(want_type))));
 			}
 			values[i] = GetAttributeByNum(th, found, &isnull[i]);
+			if (!isnull[i])
+				values[i] = rp_row_typmod(values[i], TupleDescAttr(rowdesc, found - 1), att);
 		}
 		ReleaseTupleDesc(rowdesc);
 	}
