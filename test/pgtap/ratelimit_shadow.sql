@@ -9,7 +9,7 @@
 -- refusal, never forever, and a request that can never be admitted is
 -- counted by the same single script call that answers it.
 BEGIN;
-SELECT plan(40);
+SELECT plan(41);
 
 CREATE FUNCTION pg_temp.at(ms bigint) RETURNS text LANGUAGE sql AS $$
   SELECT set_config('redis_primitives.ratelimit_clock_ms', (1700000000000 + ms)::text, true)
@@ -107,6 +107,15 @@ SELECT rp_ratelimit('bool', 2, 60000, 3, 'gcra', 'shadow');
 SELECT is(pg_temp.script_calls() - (SELECT n FROM calls0), 1::bigint,
           'a cost above max_requests in shadow mode takes one script call');
 SELECT is(rp_ratelimit_shadow_refusals('bool'), 5::bigint, 'which counted it');
+-- On a fresh key the peek at max_requests units admits (the whole allowance
+-- is left): the request is counted because it can never be admitted, not
+-- because the peek refused it.
+CREATE TEMP TABLE fresh AS
+  SELECT a, rp_ratelimit('fresh-' || a, 2, 60000, 3, a, 'shadow') AS allowed
+  FROM unnest('{gcra,sliding_log,sliding_window}'::text[]) a;
+SELECT is((SELECT string_agg(a || ' ' || allowed || ' ' || rp_ratelimit_shadow_refusals('fresh-' || a), ', ' ORDER BY a) FROM fresh),
+          'gcra true 1, sliding_log true 1, sliding_window true 1',
+          'a cost above max_requests on a fresh key: admitted in shadow and counted, per algorithm');
 -- The TTL follows the setting: each refusal sets it afresh.
 SELECT lives_ok($$SET LOCAL redis_primitives.ratelimit_shadow_ttl = '10s'$$,
                 'SET redis_primitives.ratelimit_shadow_ttl = ''10s''');
