@@ -30,6 +30,14 @@ LANGUAGE sql AS $$
   SELECT current_setting('redis_primitives.key_prefix') || '{' || name || '}:' || suffix
 $$;
 
+-- How many keys matching pattern (after the key prefix) have no TTL.
+CREATE FUNCTION rp_test.keys_without_ttl(pattern text) RETURNS bigint
+LANGUAGE sql AS $$
+  SELECT count(*) FROM regexp_split_to_table(
+    rp_test.redis('--scan', '--pattern', current_setting('redis_primitives.key_prefix') || pattern), E'\n') k
+  WHERE k <> '' AND rp_test.redis('PTTL', k) = '-1'
+$$;
+
 -- An error's SQLSTATE, message, detail and hint; all NULL when q succeeded.
 CREATE FUNCTION rp_test.refusal(q text, OUT code text, OUT msg text, OUT detail text, OUT hint text)
 LANGUAGE plpgsql AS $$
