@@ -14,7 +14,7 @@
 -- them the checks fail one by one instead of aborting the file.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(49);
+SELECT plan(51);
 
 -- try(sql): the first column of the first row of sql as text, or
 -- 'ERROR <sqlstate>: <message>'.
@@ -202,6 +202,32 @@ SELECT throws_ok($$CREATE SCHEMA rcs2 AUTHORIZATION CURRENT_ROLE CREATE TABLE t 
   CREATE TRIGGER t_fence BEFORE INSERT OR UPDATE OR DELETE ON rcs2.t
   FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=rcs-{k}')$$, '39P01', NULL,
   'so does one naming the table with its schema');
+-- The check runs as the user whose statement it is: one who may not use
+-- the extension's schema must still create schemas and triggers of its own.
+CREATE ROLE rp_no_ext_schema;
+DO $$ BEGIN EXECUTE format('GRANT CREATE ON DATABASE %I TO rp_no_ext_schema', current_database()); END $$;
+REVOKE USAGE ON SCHEMA public FROM PUBLIC;
+CREATE FUNCTION pg_temp.as_role(r text, q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('SET LOCAL ROLE %I', r);
+  BEGIN
+    EXECUTE q;
+  EXCEPTION WHEN OTHERS THEN
+    RESET ROLE;
+    RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
+  END;
+  RESET ROLE;
+  RETURN 'ok';
+END $$;
+SELECT is(pg_temp.as_role('rp_no_ext_schema', 'CREATE SCHEMA own_s CREATE TABLE t (id int)'), 'ok',
+  'a role without USAGE on the extension''s schema creates a schema');
+CREATE SCHEMA own_t AUTHORIZATION rp_no_ext_schema;
+SELECT is(pg_temp.as_role('rp_no_ext_schema', $q$
+  CREATE TABLE own_t.t (id int);
+  CREATE FUNCTION own_t.tf() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';
+  CREATE TRIGGER own_t BEFORE INSERT ON own_t.t FOR EACH ROW EXECUTE FUNCTION own_t.tf()$q$), 'ok',
+  'and a trigger of its own');
+GRANT USAGE ON SCHEMA public TO PUBLIC;
 
 -- ---------------------------------------------------------------------------
 -- 2. A template on a generated column.
