@@ -21,16 +21,17 @@
 #include "access/relation.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
 #include "executor/spi.h"
 #include "funcapi.h"
-#include "parser/parse_func.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "elector.h"
 #include "fence_def.h"
@@ -352,14 +353,29 @@ rp_guard_parse(Relation rel, Trigger *trig, RpGuard *g)
  * ------------------------------------------------------------------------
  */
 
-/* The rp_fence_guard of the schema of the function fcinfo calls. */
+/*
+ * The rp_fence_guard of the schema of the function fcinfo calls.  Found in
+ * the catalog, not by a qualified name: a name lookup checks USAGE on the
+ * schema as the current user, who may have none (the event trigger runs as
+ * whoever creates a trigger or a schema, REVOKE ALL ON SCHEMA public FROM
+ * PUBLIC being common), and owes them no such right to guard their tables.
+ */
 static Oid
 rp_guard_fn(FunctionCallInfo fcinfo)
 {
-	char	   *schema = get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid));
+	Oid			nsp = get_func_namespace(fcinfo->flinfo->fn_oid);
+	Oid			fn;
 
-	return LookupFuncName(list_make2(makeString(schema), makeString("rp_fence_guard")),
-						  0, NULL, false);
+	fn = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+						 CStringGetDatum("rp_fence_guard"),
+						 PointerGetDatum(buildoidvector(NULL, 0)),
+						 ObjectIdGetDatum(nsp));
+	if (!OidIsValid(fn))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("function %s.rp_fence_guard() does not exist",
+						get_namespace_name(nsp))));
+	return fn;
 }
 
 static void
