@@ -531,6 +531,18 @@ static RpLocalLease *rp_local = NULL;
 static int	rp_nlocal = 0;
 static int	rp_local_cap = 0;
 static HTAB *rp_local_slots = NULL;
+
+/*
+ * rp_local_slots' allocator: NULL, not an error, when memory runs out, so
+ * that HASH_ENTER_NULL can return NULL (PostgreSQL 15's default allocator
+ * throws, and a debug build asserts it is not used with HASH_ENTER_NULL):
+ * publishing a lease Redis granted must never throw.
+ */
+static void *
+rp_local_slots_alloc(Size size)
+{
+	return MemoryContextAllocExtended(TopMemoryContext, size, MCXT_ALLOC_NO_OOM);
+}
 static bool rp_locks_exit_registered = false;
 static int	rp_locks_rover = -1;
 
@@ -607,8 +619,9 @@ rp_locks_first_use(void)
 	ctl.keysize = sizeof(const void *);
 	ctl.entrysize = sizeof(RpLocalSlot);
 	ctl.hcxt = TopMemoryContext;
+	ctl.alloc = rp_local_slots_alloc;
 	rp_local_slots = hash_create("redis_primitives published leases", 64, &ctl,
-								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT | HASH_ALLOC);
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	rp_local_cap = 16;
 	rp_local = palloc(sizeof(RpLocalLease) * rp_local_cap);
