@@ -6,7 +6,7 @@
 # backend.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 38
+plan 39
 held() { q "SELECT (rp_lock_info('$1')).held"; }
 pttl() { redis pttl "$(key "$1" lock)"; }
 wait_free() {  # name seconds : 0 when the lock is free within that time
@@ -111,6 +111,18 @@ out=$(fdw_try false)
 is "$(echo $out)" "OK new new" "naive twin: without verify_at_commit both writes commit after the lease was lost"
 out=$(fdw_try true)
 is "$(echo $out)" "RP002 old old" "with verify_at_commit: RP002, and neither the local nor the remote write committed"
+# The same for a write through a lock-bound guard, checked again at commit
+# (RP004).  Its check is registered at the session's first guarded write,
+# here before postgres_fdw registers its own at the first remote one: the
+# remote transaction must not commit first.
+q "CREATE TABLE fdw_guarded (id int PRIMARY KEY, v text, fence_token bigint)" \
+  "CREATE TRIGGER zz_fence BEFORE INSERT OR UPDATE OR DELETE ON fdw_guarded
+   FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=fdwg-{id}')" \
+  "SET session_replication_role = replica; INSERT INTO fdw_guarded VALUES (1, 'old', 0)" \
+  "UPDATE fdw_remote SET v = 'old'" >/dev/null
+out=$(q_state "BEGIN" "SELECT rp_acquire_xact('fdwg-1', 200)" "UPDATE fdw_guarded SET v = 'new'" \
+      "UPDATE fdw_ft SET v = 'new'" "SELECT pg_sleep(0.4)" "COMMIT"; q "SELECT v FROM fdw_remote" "SELECT v FROM fdw_guarded")
+is "$(echo $out)" "RP004 old old" "a guarded write, then a remote one, past the lease: RP004, and neither committed"
 
 # ---- 5. re-acquiring a name keeps the commit-time check of the lost lease -
 q "CREATE TABLE IF NOT EXISTS rv_ledger (entry text)" "TRUNCATE rv_ledger" >/dev/null
