@@ -97,7 +97,9 @@ rp_shmem_startup(void)
 /*
  * Every statement's end: while a verify_at_commit lease exists, the lease
  * layer's transaction callback goes back to the front of the list, ahead of
- * one postgres_fdw may have registered meanwhile (lease.c says why).
+ * one postgres_fdw may have registered meanwhile (lease.c says why); so
+ * does the commit check of lease-bound fenced writes while the transaction
+ * made one (fence_commit.c).
  */
 static void
 rp_executor_end(QueryDesc *queryDesc)
@@ -107,6 +109,7 @@ rp_executor_end(QueryDesc *queryDesc)
 	else
 		standard_ExecutorEnd(queryDesc);
 	rp_lease_callback_to_front();
+	rp_fence_callback_to_front();
 }
 
 /*
@@ -128,6 +131,7 @@ rp_process_utility(PlannedStmt *pstmt, const char *queryString,
 		((DiscardStmt *) stmt)->target == DISCARD_ALL;
 
 	rp_lease_callback_to_front();
+	rp_fence_callback_to_front();
 	if (rp_prev_process_utility)
 		rp_prev_process_utility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
@@ -135,6 +139,7 @@ rp_process_utility(PlannedStmt *pstmt, const char *queryString,
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
 	rp_lease_callback_to_front();
+	rp_fence_callback_to_front();
 	if (discard_all)
 		(void) rp_lease_discard_all();
 }

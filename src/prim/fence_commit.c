@@ -126,6 +126,24 @@ rp_fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /* Remember that a write was accepted under (name, fence). */
+/*
+ * Transaction callbacks run last-registered-first, and postgres_fdw commits
+ * its remote transactions in its own PRE_COMMIT callback, registered at its
+ * first use in the session, which may come after ours (at the session's
+ * first guarded write): a remote write would then commit before this check
+ * refused the commit.  While the transaction has writes to check, every
+ * statement's end moves the callback to the front, as the lease layer does
+ * for verify_at_commit.
+ */
+void
+rp_fence_callback_to_front(void)
+{
+	if (!rp_fence_callback_registered || rp_commit_checks == NIL)
+		return;
+	UnregisterXactCallback(rp_fence_xact_callback, NULL);
+	RegisterXactCallback(rp_fence_xact_callback, NULL);
+}
+
 void
 rp_commit_remember(bool leader, const char *name, int64 fence)
 {

@@ -23,4 +23,11 @@ extern void rp_fence_commit_init(void);
 /* Remember a write accepted under (name, fence) for the commit. */
 extern void rp_commit_remember(bool leader, const char *name, int64 fence);
 
+/*
+ * Move the commit check's transaction callback in front of any registered
+ * since (postgres_fdw's), while the transaction has writes to check: called
+ * at every statement's end (module.c's hooks).
+ */
+extern void rp_fence_callback_to_front(void);
+
 #endif							/* RP_FENCE_COMMIT_H */
