@@ -92,12 +92,17 @@ wait_for 60 '[ "$(qn -c "$renewed")" -ge 4 ]'
 renews=$(qn -c "$renewed") el=$(( $(now_ms) - t_renew0 ))
 cmp_ok "$renews" -ge 4 "and kept renewing meanwhile ($renews renewals in $el ms, every 250 ms, lease 6000 ms)"
 is "$(qn -c "$notifier_blocked")|$(listen; wc -l <"$RP_TMP/obs_notes")" "1|1" "no notification could be sent while the lock was held"
-# Let the standby "come back": the blocker commits, the notifier sends.
-qn -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'" \
-	-c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()" >/dev/null
+# Let the blocker commit: cancel its wait for the standby (and the naive
+# elector's, next in the queue for NOTIFY's lock), until the notifier holds
+# the lock and sends.  No reload meanwhile: a SIGHUP sets the notifier's
+# latch, which would hide a wake-up it lost while blocked (the elected
+# change was queued then, and its wake-up was spent by the lock wait).
+unblock="SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+wait_for 30 'qn -c "$unblock" >/dev/null; [ "$(qn -c "$notifier_blocked")" = 0 ]'
 wait "$blocker" 2>/dev/null
 out=$(notes 3 | grep -v naive | tail -n +2 | while read -r n; do echo "$(field "$n" is_leader):$(field "$n" epoch)"; done | tr '\n' ' ')
 is "$out" "false:$epoch true:$epoch2 " "then both changes arrive, in order: stepped down from epoch $epoch, elected with $epoch2"
+qn -c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()" >/dev/null
 kill "$naive" 2>/dev/null
 qn -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%naive-job%' AND pid <> pg_backend_pid()" >/dev/null
 is "$(qn -c "SELECT ok > 0 AND calls = ok + refused + errors FROM rp_stats WHERE primitive = 'elector_renew'")" "t" \
