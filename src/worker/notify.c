@@ -203,8 +203,11 @@ rp_notifier_detach(int code, Datum arg)
 	SpinLockRelease(&rp_notify_shared->mutex);
 }
 
-/* Send what the ring holds, in order, in one transaction. */
-static void
+/*
+ * Send what the ring holds, in order, in one transaction.  Returns whether
+ * it took anything from the ring.
+ */
+static bool
 rp_notifier_drain(MemoryContext cxt)
 {
 	RpNotifyEvent batch[RP_NOTIFY_RING];
@@ -225,7 +228,7 @@ rp_notifier_drain(MemoryContext cxt)
 				 errdetail("More than %d changes of leadership were queued before they could be sent.",
 						   RP_NOTIFY_RING)));
 	if (n == 0 || rp_leader_channel[0] == '\0')
-		return;
+		return n > 0;
 
 	PG_TRY();
 	{
@@ -252,6 +255,7 @@ rp_notifier_drain(MemoryContext cxt)
 		pgstat_report_activity(STATE_IDLE, NULL);
 	}
 	PG_END_TRY();
+	return true;
 }
 
 void
@@ -279,9 +283,25 @@ rp_notifier_main(Datum main_arg)
 	{
 		int			rc;
 
-		MemoryContextSwitchTo(cxt);
-		rp_notifier_drain(cxt);
-		MemoryContextReset(cxt);
+		/*
+		 * Until the ring is empty: a change queued while a batch waited
+		 * (for NOTIFY's lock, a slow commit) set the latch, but a lock wait
+		 * resets the latch each time it wakes, so that wake-up may be gone.
+		 * Only an empty ring lets the notifier sleep; a change queued after
+		 * that last look sets the latch, which nothing resets before the
+		 * wait.
+		 */
+		for (;;)
+		{
+			bool		took;
+
+			MemoryContextSwitchTo(cxt);
+			took = rp_notifier_drain(cxt);
+			MemoryContextReset(cxt);
+			if (!took)
+				break;
+			CHECK_FOR_INTERRUPTS();
+		}
 
 		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L,
 					   rp_wait_event(RP_WAIT_NOTIFIER));
