@@ -14,7 +14,7 @@
 -- them the checks fail one by one instead of aborting the file.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(51);
+SELECT plan(53);
 
 -- try(sql): the first column of the first row of sql as text, or
 -- 'ERROR <sqlstate>: <message>'.
@@ -227,6 +227,21 @@ SELECT is(pg_temp.as_role('rp_no_ext_schema', $q$
   CREATE FUNCTION own_t.tf() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';
   CREATE TRIGGER own_t BEFORE INSERT ON own_t.t FOR EACH ROW EXECUTE FUNCTION own_t.tf()$q$), 'ok',
   'and a trigger of its own');
+-- Nor do rp_lock_name and rp_fence_floor need it, reached through a view
+-- in another schema.
+CREATE SCHEMA vis;
+CREATE TABLE vis.lnv (id int, fence_token bigint);
+CREATE TRIGGER zz_fence BEFORE INSERT OR UPDATE OR DELETE ON vis.lnv
+  FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=lnv-{id}');
+CREATE VIEW vis.names AS SELECT rp_lock_name('vis.lnv', '{"id": 7}'::jsonb) AS name;
+CREATE VIEW vis.floors AS SELECT rp_fence_floor('vis.lnv') AS floor;
+GRANT USAGE ON SCHEMA vis TO rp_no_ext_schema;
+GRANT SELECT ON vis.names, vis.floors, vis.lnv TO rp_no_ext_schema;
+GRANT EXECUTE ON FUNCTION rp_lock_name(regclass, anyelement, text), rp_fence_floor(regclass) TO rp_no_ext_schema;
+SELECT is(pg_temp.as_role('rp_no_ext_schema', 'SELECT * FROM vis.names'), 'ok',
+  'rp_lock_name through a view, by a role without USAGE on the extension''s schema');
+SELECT is(pg_temp.as_role('rp_no_ext_schema', 'SELECT * FROM vis.floors'), 'ok',
+  'rp_fence_floor too');
 GRANT USAGE ON SCHEMA public TO PUBLIC;
 
 -- ---------------------------------------------------------------------------
