@@ -125,7 +125,6 @@ rp_fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 }
 
-/* Remember that a write was accepted under (name, fence). */
 /*
  * Transaction callbacks run last-registered-first, and postgres_fdw commits
  * its remote transactions in its own PRE_COMMIT callback, registered at its
@@ -144,6 +143,7 @@ rp_fence_callback_to_front(void)
 	RegisterXactCallback(rp_fence_xact_callback, NULL);
 }
 
+/* Remember that a write was accepted under (name, fence). */
 void
 rp_commit_remember(bool leader, const char *name, int64 fence)
 {

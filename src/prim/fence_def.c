@@ -360,7 +360,7 @@ rp_guard_parse(Relation rel, Trigger *trig, RpGuard *g)
  * whoever creates a trigger or a schema, REVOKE ALL ON SCHEMA public FROM
  * PUBLIC being common), and owes them no such right to guard their tables.
  */
-static Oid
+Oid
 rp_guard_fn(FunctionCallInfo fcinfo)
 {
 	Oid			nsp = get_func_namespace(fcinfo->flinfo->fn_oid);

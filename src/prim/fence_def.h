@@ -80,6 +80,8 @@ typedef struct RpGuard
 #define RP_MISUSE	ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED
 
 extern void rp_guard_parse(Relation rel, Trigger *trig, RpGuard *g);
+/* The rp_fence_guard of the schema of the function fcinfo calls (no privilege check). */
+extern Oid	rp_guard_fn(FunctionCallInfo fcinfo);
 extern void rp_problem(RpGuard *g, int code, const char *hint, const char *fmt,...) pg_attribute_printf(4, 5);
 
 /* fence_name.c */

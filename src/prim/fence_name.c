@@ -325,7 +325,6 @@ rp_lock_name(PG_FUNCTION_ARGS)
 	Relation	rel;
 	TupleDesc	desc;
 	Oid			guardfn;
-	char	   *schema;
 	const char *want = PG_ARGISNULL(2) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(2));
 	RpGuard    *g = NULL;
 	Trigger    *gt = NULL;
@@ -353,9 +352,7 @@ rp_lock_name(PG_FUNCTION_ARGS)
 	desc = RelationGetDescr(rel);
 
 	/* The lock-bound guard: the rp_fence_guard of this function's schema. */
-	schema = get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid));
-	guardfn = LookupFuncName(list_make2(makeString(schema), makeString("rp_fence_guard")),
-							 0, NULL, false);
+	guardfn = rp_guard_fn(fcinfo);
 	for (int i = 0; rel->trigdesc && i < rel->trigdesc->numtriggers; i++)
 	{
 		Trigger    *t = &rel->trigdesc->triggers[i];

@@ -142,7 +142,11 @@ BEGIN
     SELECT t.tgname, t.tgnargs, t.tgargs
     FROM pg_catalog.pg_trigger AS t
     WHERE t.tgrelid OPERATOR(pg_catalog.=) fenced_table
-      AND t.tgfoid OPERATOR(pg_catalog.=) '@extschema@.rp_fence_guard()'::pg_catalog.regprocedure
+      -- found in pg_proc, not by a qualified name, which needs USAGE on the
+      -- extension's schema: a role may reach this function through a view
+      AND t.tgfoid OPERATOR(pg_catalog.=) (SELECT p.oid FROM pg_catalog.pg_proc AS p
+        WHERE p.proname OPERATOR(pg_catalog.=) 'rp_fence_guard' AND p.pronargs OPERATOR(pg_catalog.=) 0
+          AND p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace)
   LOOP
     found_guard := true;
     IF g.tgnargs OPERATOR(pg_catalog.<) 1 THEN

@@ -34,5 +34,8 @@ REVOKE ALL ON FUNCTION @extschema@.rp_lock_name(pg_catalog.regclass, pg_catalog.
 -- #include 30_fence.sql guard_created
 REVOKE ALL ON FUNCTION @extschema@.rp_fence_guard_created() FROM PUBLIC;
 
+-- rp_fence_floor finds rp_fence_guard with no privilege on its schema.
+-- #include 30_fence.sql fence_floor or-replace
+
 -- ---- rate limit: shadow counts expire (src/sql/45_ratelimit_shadow.sql) ---
 -- #include 45_ratelimit_shadow.sql shadow_refusals_comment
