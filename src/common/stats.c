@@ -620,8 +620,16 @@ rp_locks_first_use(void)
 	ctl.entrysize = sizeof(RpLocalSlot);
 	ctl.hcxt = TopMemoryContext;
 	ctl.alloc = rp_local_slots_alloc;
+	/*
+	 * A directory of fixed size: dynahash grows one by reallocating it and
+	 * pfree-ing the old, which it asserts only its own allocator may do.
+	 * 1024 segments of 256 buckets: past 262,144 leases a session holds,
+	 * the chains grow longer instead.
+	 */
+	ctl.dsize = ctl.max_dsize = 1024;
 	rp_local_slots = hash_create("redis_primitives published leases", 64, &ctl,
-								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT | HASH_ALLOC);
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT | HASH_ALLOC |
+								 HASH_DIRSIZE);
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	rp_local_cap = 16;
 	rp_local = palloc(sizeof(RpLocalLease) * rp_local_cap);
