@@ -315,7 +315,12 @@ rp_stats_count(RpPrimitive prim, int64 elapsed_us, RpOutcome outcome,
 	bool		shared;
 	RpStatSlot *slot;
 	pg_atomic_uint64 *c;
-	uint64		us = (uint64) Max(elapsed_us, 0);
+	/*
+	 * Whole microseconds, and at least one: a call refused before any work
+	 * (rp_extend(NULL, 10)) can take less, and rounded down it would be a
+	 * call that took no time at all.
+	 */
+	uint64		us = (uint64) Max(elapsed_us, 1);
 
 	if (rp_stats_shared == NULL)
 		return;
