@@ -95,12 +95,20 @@ rp_shmem_startup(void)
 }
 
 /*
- * Every statement's end: while a verify_at_commit lease exists, the lease
- * layer's transaction callback goes back to the front of the list, ahead of
- * one postgres_fdw may have registered meanwhile (lease.c says why); so
- * does the commit check of lease-bound fenced writes while the transaction
- * made one (fence_commit.c).
+ * While a verify_at_commit lease exists, the lease layer's transaction
+ * callback goes back to the front of the list, ahead of one postgres_fdw
+ * may have registered meanwhile (lease.c says why); so does the commit
+ * check of lease-bound fenced writes while the transaction made one
+ * (fence_commit.c).
  */
+static void
+rp_callbacks_to_front(void)
+{
+	rp_lease_callback_to_front();
+	rp_fence_callback_to_front();
+}
+
+/* Every statement's end: the callbacks to the front. */
 static void
 rp_executor_end(QueryDesc *queryDesc)
 {
@@ -108,12 +116,11 @@ rp_executor_end(QueryDesc *queryDesc)
 		rp_prev_executor_end(queryDesc);
 	else
 		standard_ExecutorEnd(queryDesc);
-	rp_lease_callback_to_front();
-	rp_fence_callback_to_front();
+	rp_callbacks_to_front();
 }
 
 /*
- * Every utility command: the same move of the transaction callback, before
+ * Every utility command: the same move of the transaction callbacks, before
  * the command too (a COMMIT runs the callbacks itself).  Then DISCARD ALL,
  * once it succeeded (it refuses to run in a transaction), ends the
  * session's leases as it ends its advisory locks: it is how a connection
@@ -130,16 +137,14 @@ rp_process_utility(PlannedStmt *pstmt, const char *queryString,
 	bool		discard_all = IsA(stmt, DiscardStmt) &&
 		((DiscardStmt *) stmt)->target == DISCARD_ALL;
 
-	rp_lease_callback_to_front();
-	rp_fence_callback_to_front();
+	rp_callbacks_to_front();
 	if (rp_prev_process_utility)
 		rp_prev_process_utility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
-	rp_lease_callback_to_front();
-	rp_fence_callback_to_front();
+	rp_callbacks_to_front();
 	if (discard_all)
 		(void) rp_lease_discard_all();
 }
