@@ -823,7 +823,9 @@ def main():
     # One more sample of who is master: a failover the samplers did not see
     # (Sentinel promoting the replica of a master stopped in the last
     # seconds) loses the releases made at the sessions' end, and the checker
-    # only knows of a failover by two samples naming different masters.
+    # only knows of a failover by two samples naming different masters.  No
+    # sample in 10 tries is a driver error, which fails history_complete: a
+    # run whose last master is unknown cannot be judged.
     final_rtime = RedisTimeSampler()
     for attempt in range(10):
         try:
@@ -832,6 +834,8 @@ def main():
         except Exception as e:
             final_rtime.h.event("sample_error", msg=str(e)[:200])
             time.sleep(1)
+    else:
+        final_rtime.h.event("driver_error", msg="no final sample of the master in 10 tries")
     dump_final(h)
     h.event("end")
     return 1 if alive else 0
