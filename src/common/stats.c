@@ -222,7 +222,7 @@ rp_stats_init(void)
 	if (process_shared_preload_libraries_in_progress)
 		DefineCustomIntVariable("redis_primitives.max_tracked_leases",
 							"Number of leases rp_locks can show at once, across all backends.",
-							"Each takes 256 bytes of shared memory.  Leases beyond it are held as usual but counted in rp_stats_info.locks_not_shown instead of shown.",
+							"Each takes 288 bytes of shared memory on 64-bit platforms.  Leases beyond it are held as usual but counted in rp_stats_info.locks_not_shown instead of shown.",
 								&rp_max_tracked_leases, 1024, 0, 1000000,
 								PGC_POSTMASTER, 0, NULL, NULL, NULL);
 }
