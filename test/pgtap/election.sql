@@ -4,7 +4,7 @@
 -- believes it leads, writes too.  A table that only trusts "I checked that I
 -- am leader" lets a overwrite b; a fenced table refuses a's epoch.
 BEGIN;
-SELECT plan(21);
+SELECT plan(24);
 
 -- Campaigning while already leader renews without changing the epoch.
 SELECT isnt(rp_campaign('tap-job', 'a', 10000), NULL, 'a wins the election');
@@ -75,5 +75,16 @@ SELECT throws_ok($$SELECT rp_is_leader('not-an-election')$$, '42704',
                  'rp_is_leader(name) for an election the elector does not run is an error');
 
 SELECT ok(rp_resign('tap-sched', 'b'), 'the new leader resigns');
+
+-- A key_prefix the elector could not share with the SQL functions is
+-- refused: set server-wide, a prefix of 256 bytes or more used to leave the
+-- elector's keys under a database's own prefix, so that rp_campaign there
+-- won an election the elector led.  SET and ALTER SYSTEM run the same check.
+SELECT throws_ok($$SET redis_primitives.key_prefix = '$$ || repeat('p', 255) || $$:'$$, '22023',
+                 NULL, 'a key_prefix of 256 bytes is refused (22023)');
+SELECT lives_ok($$SET LOCAL redis_primitives.key_prefix = '$$ || repeat('p', 254) || $$:'$$,
+                'a key_prefix of 255 bytes is accepted');
+SELECT is(rp_campaign('tap-long-prefix', 'a', 10000) > 0, true,
+          'and an election works under it');
 SELECT * FROM finish();
 ROLLBACK;
