@@ -27,6 +27,12 @@
 
 /* Settings defined in settings.c, read by the primitives. */
 extern char *rp_key_prefix;
+
+/*
+ * key_prefix is shorter than this (bytes): the elector shares the
+ * server-wide one with every backend through shared memory of this size.
+ */
+#define RP_KEY_PREFIX_MAX		256
 extern int	rp_command_timeout_ms;
 
 extern void rp_conn_init(void);

@@ -67,8 +67,6 @@
 
 /* How often orphaned leases are tried again while Redis does not answer. */
 #define RP_ORPHAN_RETRY_MS		250
-/* Longest server-wide key_prefix published for elections' keys. */
-#define RP_PREFIX_MAX			256
 /* Elections whose highest epoch seen is remembered (some may have left). */
 #define RP_MAX_SEEN				(RP_MAX_ELECTIONS * 4)
 
@@ -85,7 +83,7 @@ typedef struct RpElectorShared
 	int			nslots;
 	RpElectionState slots[RP_MAX_ELECTIONS];
 	bool		prefix_ok;		/* prefix below is set (and was not too long) */
-	char		prefix[RP_PREFIX_MAX];	/* server-wide key_prefix */
+	char		prefix[RP_KEY_PREFIX_MAX];	/* server-wide key_prefix */
 	int			nseen;
 	RpEpochSeen seen[RP_MAX_SEEN];
 } RpElectorShared;
@@ -267,8 +265,8 @@ rp_publish_prefix_locked(void)
 {
 	const char *p = rp_key_prefix ? rp_key_prefix : "";
 
-	rp_shared->prefix_ok = strlen(p) < RP_PREFIX_MAX;
-	strlcpy(rp_shared->prefix, rp_shared->prefix_ok ? p : "", RP_PREFIX_MAX);
+	rp_shared->prefix_ok = strlen(p) < RP_KEY_PREFIX_MAX;
+	strlcpy(rp_shared->prefix, rp_shared->prefix_ok ? p : "", RP_KEY_PREFIX_MAX);
 }
 
 /* Called under AddinShmemInitLock. */
@@ -372,14 +370,14 @@ rp_elector_configured(const char *name, size_t namelen)
 RpArg
 rp_election_key(const char *name, size_t namelen, const char *suffix)
 {
-	char		prefix[RP_PREFIX_MAX];
+	char		prefix[RP_KEY_PREFIX_MAX];
 	bool		ok = false;
 
 	if (rp_shared != NULL)
 	{
 		LWLockAcquire(rp_shared->lock, LW_SHARED);
 		ok = rp_shared->prefix_ok;
-		strlcpy(prefix, rp_shared->prefix, RP_PREFIX_MAX);
+		strlcpy(prefix, rp_shared->prefix, RP_KEY_PREFIX_MAX);
 		LWLockRelease(rp_shared->lock);
 	}
 	if (!ok)
