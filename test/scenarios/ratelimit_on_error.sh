@@ -132,7 +132,29 @@ SQL
 # line STEP: the output line for a step, without its "STEP|" prefix.
 line() { grep -m1 "^$1|" "$WORK/out" | cut -d'|' -f2-; }
 
-plan 16
+# ---- Redis at maxclients -----------------------------------------------------
+# Redis accepts the connection and answers its first command with "ERR max
+# number of clients reached", then closes it: a Redis that cannot be reached
+# (08001), for ratelimit_on_error as for every call, not an error reply that
+# a call raises as 38000.  One connection, held open by this shell, fills
+# the private Redis at maxclients 1; it restores the limit at the end.
+exec 7<>"/dev/tcp/127.0.0.1/$PORT"
+redis-cli -p "$PORT" CONFIG SET maxclients 1 >/dev/null
+RL_WORK=$WORK psql -X -At -v port="$PORT" > "$WORK/out-maxclients" 2>&1 <<'SQL'
+SET redis_primitives.port = :port;
+SET redis_primitives.connect_timeout = 5000;
+SET redis_primitives.command_timeout = 5000;
+SELECT rp_acquire('mc', 60000);
+\echo mc-acquire|:SQLSTATE
+SET redis_primitives.ratelimit_on_error = allow;
+SELECT 'mc-allow|' || rp_ratelimit('mc', 5, 60000);
+SQL
+printf '*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n' >&7
+IFS= read -r -t 30 restored <&7
+exec 7<&-
+mc() { grep -m1 "^$1|" "$WORK/out-maxclients" | cut -d'|' -f2-; }
+
+plan 18
 is "$(line up)" "true" \
 	"Redis up: a request is admitted"
 err=$(line error-mode)
@@ -167,8 +189,12 @@ is "$(line stall-cancel)" "57014" \
 	"Redis stalled and statement_timeout fires: 57014 is raised even with on_error = allow"
 is "$(line after-stall)" "true" \
 	"after the stall, the session reconnects and answers from Redis"
+is "$(mc mc-acquire)|${restored%$'\r'}" "08001|+OK" \
+	"Redis at maxclients: rp_acquire fails with 08001 (cannot be reached), not 38000"
+is "$(mc mc-allow)|$(grep -c 'WARNING:  Redis could not be reached: rate limit on "mc" allowed' "$WORK/out-maxclients")" "true|1" \
+	"Redis at maxclients: ratelimit_on_error = allow answers, with a WARNING"
 
 if [ "$_tap_failed" -ne 0 ]; then
-	echo "# session output:"; sed 's/^/#   /' "$WORK/out"
+	echo "# session output:"; sed 's/^/#   /' "$WORK/out" "$WORK/out-maxclients"
 fi
 finish
