@@ -477,7 +477,11 @@ rp_handshake(TimestampTz deadline, bool check_role)
 		{
 			bool		auth = (i == 0 && password && password[0]);
 
-			if (auth)
+			if (auth && rp_error_sqlstate(replies[i]->str) ==
+				ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION)
+				(void) rp_set_failure(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+									  "could not connect to Redis", NULL, NULL);
+			else if (auth)
 				(void) rp_set_failure(rp_error_sqlstate(replies[i]->str),
 									  "could not authenticate to Redis", NULL, NULL);
 			else
@@ -585,6 +589,8 @@ rp_error_sqlstate(const char *msg)
 		{"MASTERDOWN ", ERRCODE_CANNOT_CONNECT_NOW},
 		{"TRYAGAIN ", ERRCODE_CANNOT_CONNECT_NOW},
 		{"CLUSTERDOWN ", ERRCODE_CANNOT_CONNECT_NOW},
+		/* sent for the first command of a connection over maxclients */
+		{"ERR max number of clients reached", ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION},
 	};
 
 	for (size_t i = 0; i < lengthof(map); i++)
@@ -612,6 +618,16 @@ rp_fail_reply(const char *msg)
 	if (sqlstate == ERRCODE_READ_ONLY_SQL_TRANSACTION && rp_sentinel_mode())
 	{
 		rp_failure.hint = "The server is no longer the master; the next call asks the sentinels for the new one.";
+		rp_conn_drop();
+	}
+	else if (sqlstate == ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION)
+	{
+		/*
+		 * Over maxclients: Redis refused the connection at its first command
+		 * and closes it.  Nothing ran; a Redis that cannot be reached.
+		 */
+		rp_failure.message = "could not connect to Redis";
+		rp_failure.hint = "Redis has as many clients as its maxclients allows.";
 		rp_conn_drop();
 	}
 	else if (sqlstate == ERRCODE_OUT_OF_MEMORY)
