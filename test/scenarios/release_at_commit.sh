@@ -27,7 +27,7 @@
 # - an acquire cut short while Redis hangs, after reading the answer to a
 #   release sent before, does not have its abort wait on Redis.
 source "$(dirname "$0")/tap.bash"
-plan 32
+plan 33
 
 is "$(q "SHOW redis_primitives.release_at_commit")" "wait" "the default is wait"
 lock() { redis exists "$(q "SELECT rp_test.key('$1', 'lock')")"; }
@@ -209,6 +209,25 @@ wait_for 10 '[ "$(lock rc-e)" = 0 ]'
 is "$(lock rc-e)" "0" "the next call read the refusal; the lease was released again (not left to its TTL)"
 session_close e
 redis acl deluser rc-user >/dev/null
+redis acl log reset >/dev/null
+
+# The same refusal for good: a Redis user allowed EVALSHA but not EVAL,
+# with which every sent release (EVAL: its reply cannot ask for the script
+# again) is refused.  The release after the refusal waits for its reply,
+# through EVALSHA as every waited call: sent again as EVAL, it would be
+# refused at every transaction end until the TTL (60 s here).
+q "BEGIN" "SELECT rp_acquire_xact('rc-load', 60000) IS NOT NULL" "COMMIT" \
+	"SELECT held FROM rp_lock_info('rc-load')" >/dev/null   # both scripts cached
+user_session e2 rc-user2
+redis acl setuser rc-user2 -eval >/dev/null
+session_q e2 "BEGIN; SELECT rp_acquire_xact('rc-e2', 60000); COMMIT" >/dev/null
+wait_for 10 '[ "$(redis acl log | grep -cx rc-user2)" -ge 1 ]'
+session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
+wait_for 10 '[ "$(lock rc-e2)" = 0 ]'
+is "$(lock rc-e2) $(session_q e2 "SELECT rp_acquire_xact('rc-e2', 60000) IS NOT NULL")" "0 t" \
+	"a user without EVAL: the sent release is refused, the next transaction end's waits (EVALSHA) and releases it"
+session_close e2
+redis acl deluser rc-user2 >/dev/null
 redis acl log reset >/dev/null
 
 # The same at backend exit, in a session with nothing unsettled (the
