@@ -692,6 +692,7 @@ rp_release_settle(void *arg, RpReply *reply)
 	RpSentRelease *sent = arg;
 	TimestampTz now = GetCurrentTimestamp();
 	bool		answered = reply != NULL && reply->type == RP_REPLY_ARRAY;
+	bool		refused = reply != NULL && reply->type == RP_REPLY_ERROR;
 
 	/*
 	 * An answer says Redis answers again (a session whose acquire was cut
@@ -719,6 +720,8 @@ rp_release_settle(void *arg, RpReply *reply)
 					u->in_flight = false;
 					if (answered)
 						u->tries++;
+					if (refused)
+						u->refused = true;
 					break;
 				}
 			}
@@ -726,7 +729,10 @@ rp_release_settle(void *arg, RpReply *reply)
 			pfree(l);
 		}
 		else if (!answered && l->expires_at > now)
+		{
+			l->refused = refused;
 			rp_unsettled_push(l);	/* released at this call's transaction end */
+		}
 		else
 		{
 			rp_lease_free_strings(l);
@@ -1161,15 +1167,36 @@ rp_unsettled_release(bool send)
 
 	if (send)
 	{
+		int			nsend = 0;
+
+		/*
+		 * One Redis refused when sent is released with a wait: sent as EVAL
+		 * again, it could be refused at every transaction end (a user
+		 * allowed EVALSHA only), up to its TTL.  Those go last in live.
+		 */
+		for (int i = 0; i < n; i++)
+			if (!live[i]->refused)
+			{
+				RpLease    *t = live[nsend];
+
+				live[nsend++] = live[i];
+				live[i] = t;
+			}
 		/* Marked first: rp_release_send copies the mark into its copies. */
-		for (int i = 0; i < n; i++)
+		for (int i = 0; i < nsend; i++)
 			live[i]->in_flight = true;
-		(void) rp_release_leases(live, n, true, true, answered);
-		for (int i = 0; i < n; i++)
+		(void) rp_release_leases(live, nsend, true, true, answered);
+		for (int i = 0; i < nsend; i++)
 			if (!answered[i])
 				live[i]->in_flight = false;
-		rp_unsettled_trim();
-		return;
+		if (nsend == n)
+		{
+			rp_unsettled_trim();
+			return;
+		}
+		live += nsend;
+		answered += nsend;
+		n -= nsend;
 	}
 
 	/*

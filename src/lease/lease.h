@@ -95,6 +95,9 @@ typedef struct RpLease
 	bool		in_flight;		/* unsettled only: a release of it was sent
 								 * (release_at_commit = send), its reply not
 								 * read yet */
+	bool		refused;		/* unsettled only: Redis answered a sent
+								 * release with an error: the next one waits
+								 * (EVALSHA, as every waited call) */
 	uint64		uid;			/* unsettled only: names it to that reply */
 	uint64		retry_of;		/* a sent release's copy: the uid of the
 								 * unsettled entry it releases, or 0 */
