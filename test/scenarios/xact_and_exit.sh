@@ -6,7 +6,7 @@
 # Backend exit releases whatever the session still holds.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 21
+plan 22
 held() { q "SELECT (rp_lock_info('$1')).held"; }
 # in_s SQL OUTPUT DESCRIPTION: session s runs SQL; its output, on one line, is OUTPUT.
 in_s() { is "$(echo $(session_q s "$1"))" "$2" "$3"; }
@@ -98,4 +98,22 @@ ev=""; wait_for 30 'ev_now; [ "$ev" = "Extension/$(wait_event LeaseWait)" ]'
 is "$ev" "Extension/$(wait_event LeaseWait)" "a waiting rp_acquire shows wait_event_type Extension, wait_event $(wait_event LeaseWait) in pg_stat_activity"
 redis del "$(key x11 lock)" >/dev/null
 wait $waiter
+
+# A backend that exits inside a transaction releases its lease once: the
+# exit's release (which warns, Redis not answering, and hands the lease to
+# the background worker), not again by the abort that follows it, which
+# would wait the cleanup deadline a second time and warn again.  Counted in
+# the server log by the backend's pid; the worker releases it afterwards.
+session_open d
+pid=$(session_pid d)
+session_q d "BEGIN; SELECT rp_acquire_xact('x12', 60000) IS NOT NULL" >/dev/null
+log0=$(( $(stat -c %s "$RP_TMP/pg.log") + 1 ))
+redis client pause 20000 write >/dev/null
+q "SELECT pg_terminate_backend($pid)" >/dev/null
+backend_gone "$pid"
+redis client unpause >/dev/null
+wait_for 30 '[ "$(redis exists "$(key x12 lock)")" = 0 ]'
+is "$(tail -c +"$log0" "$RP_TMP/pg.log" | grep -ac "\[$pid\] WARNING:  could not release") $(redis exists "$(key x12 lock)")" "1 0" \
+	"terminated inside a transaction with Redis not answering: one release (one WARNING), not a second at the abort; the worker releases it"
+session_close d
 finish
