@@ -115,6 +115,13 @@ static int64 rp_lost_fence = 0;
 static bool rp_callbacks_registered = false;
 
 /*
+ * The backend's exit released (or handed to the background worker) every
+ * lease: the abort of an open transaction, which PostgreSQL runs after the
+ * exit callback, must not release them again and wait a second deadline.
+ */
+static bool rp_exited = false;
+
+/*
  * Which top-level transaction this is, counted from the registry's setup:
  * bumped at every top-level transaction end (commit, abort, prepare), so it
  * tells apart every transaction, read-only and implicit ones included.  A
@@ -1276,7 +1283,7 @@ rp_xact_callback(XactEvent event, void *arg)
 				rp_lost_name = NULL;
 			}
 			/* As pgfdw_abort_cleanup: no more work when errors recurse. */
-			if (in_error_recursion_trouble())
+			if (in_error_recursion_trouble() || rp_exited)
 				break;
 			(void) rp_release_where(RP_TAKE_XACT, InvalidSubTransactionId, true);
 			rp_unsettled_release(rp_release_at_commit == RP_RELEASE_SEND &&
@@ -1301,7 +1308,7 @@ rp_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		return;
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
-		if (!in_error_recursion_trouble())
+		if (!in_error_recursion_trouble() && !rp_exited)
 			(void) rp_release_where(RP_TAKE_XACT, mySubid, true);
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
@@ -1368,6 +1375,7 @@ rp_exit_callback(int code, Datum arg)
 	}
 	rp_orphans_report();
 	rp_conn_reset();
+	rp_exited = true;
 }
 
 /*
