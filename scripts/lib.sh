@@ -213,6 +213,7 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 shared_buffers = 128MB
+max_prepared_transactions = 10
 shared_preload_libraries = 'redis_primitives'
 redis_primitives.port = $REDIS_PORT
 redis_primitives.connect_timeout = 1000

@@ -6,7 +6,7 @@
 # Backend exit releases whatever the session still holds.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 22
+plan 28
 held() { q "SELECT (rp_lock_info('$1')).held"; }
 # in_s SQL OUTPUT DESCRIPTION: session s runs SQL; its output, on one line, is OUTPUT.
 in_s() { is "$(echo $(session_q s "$1"))" "$2" "$3"; }
@@ -55,6 +55,36 @@ is "$out" "ERROR:  RP002" "with verify_at_commit, COMMIT fails with RP002"
 is "$(q "SELECT count(*) FROM ledger WHERE entry = 'verified'")" "0" "and the write is rolled back"
 q "SELECT rp_test.redis('DEL', rp_test.key('x7', 'lock'))" >/dev/null
 in_s "BEGIN; SELECT rp_acquire_xact('x7', 30000, 0, 0, true) IS NOT NULL; INSERT INTO ledger VALUES ('kept'); COMMIT; SELECT count(*) FROM ledger WHERE entry = 'kept'; SELECT (rp_lock_info('x7')).held" "t 1 f" "a lease still held passes the check; the commit lands and releases it"
+
+# PREPARE TRANSACTION with a verify_at_commit check owed.  COMMIT PREPARED
+# runs no check, in this session or another: PREPARE is refused (0A000), the
+# transaction rolled back, and nothing of its check reaches the session's
+# next transaction.  (The harness runs with max_prepared_transactions = 10.)
+# prepared GID: how many prepared transactions of that GID exist; a leftover
+# is rolled back, so a failure here blocks none of the later checks.
+prepared() {
+	local n; n=$(q "SELECT count(*) FROM pg_prepared_xacts WHERE gid = '$1'")
+	[ "$n" = 0 ] || q "ROLLBACK PREPARED '$1'" >/dev/null
+	echo "$n"
+}
+# (a) A session lease re-entered with verify_at_commit, lost before PREPARE.
+session_q s "BEGIN; SELECT (rp_acquire('p1', 30000)).fence IS NOT NULL; SELECT (rp_acquire_xact('p1', 30000, 0, 0, verify_at_commit => true)).fence IS NOT NULL; INSERT INTO ledger VALUES ('prep-a')" >/dev/null
+redis set "$(key p1 lock)" other px 30000 >/dev/null
+in_s "PREPARE TRANSACTION 'rp_pa'; SELECT 1" "ERROR: 0A000 1" "PREPARE with a session lease re-entered for verify_at_commit is refused (0A000); the next statement runs"
+is "$(prepared rp_pa)|$(q "SELECT count(*) FROM ledger WHERE entry = 'prep-a'")" "0|0" "and nothing is prepared: the write made after the lease was lost never commits"
+session_q s "SELECT rp_release_all()" >/dev/null
+redis del "$(key p1 lock)" >/dev/null
+# (b) An xact lease with verify_at_commit, lost (its key gone from Redis)
+# and its name taken again with rp_acquire: the check owed can only fail.
+session_q s "BEGIN; SELECT (rp_acquire_xact('q1', 300, 0, 0, verify_at_commit => true)).fence IS NOT NULL; INSERT INTO ledger VALUES ('prep-b')" >/dev/null
+wait_for 30 "[ \"\$(redis exists '$(key q1 lock)')\" = 0 ]"
+in_s "SELECT (rp_acquire('q1', 30000)).fence IS NOT NULL; PREPARE TRANSACTION 'rp_pq'; SELECT 1" "t ERROR: 0A000 1" "PREPARE after a verify_at_commit lease was lost and its name re-acquired is refused (0A000); the next statement runs"
+is "$(prepared rp_pq)|$(q "SELECT count(*) FROM ledger WHERE entry = 'prep-b'")" "0|0" "and nothing is prepared: the write never commits"
+session_q s "SELECT rp_release_all()" >/dev/null
+# A session lease with no check owed is no reason to refuse.
+in_s "BEGIN; SELECT (rp_acquire('p2', 30000)).fence IS NOT NULL; INSERT INTO ledger VALUES ('prep-c'); PREPARE TRANSACTION 'rp_pc'; SELECT 1" "t 1" "PREPARE with a session lease and no verify_at_commit is allowed"
+q "COMMIT PREPARED 'rp_pc'" >/dev/null
+is "$(q "SELECT count(*) FROM ledger WHERE entry = 'prep-c'")|$(session_q s "SELECT rp_release('p2')")" "1|t" "COMMIT PREPARED lands it; the session lease stays the session's"
 
 # Release at transaction end never raises, even with Redis hung.
 session_q s "BEGIN; SELECT rp_acquire_xact('x8', 2000) IS NOT NULL" >/dev/null
