@@ -19,7 +19,8 @@
  * ends is released through the cleanup face (rp_eval_quiet), which never
  * throws; what even that cannot release at backend exit is handed to the
  * background worker (orphans.c).  Only XACT_EVENT_PRE_COMMIT (RP002, a lost
- * lease) and PRE_PREPARE may throw, on purpose.  What a kind of lease is in
+ * lease) and PRE_PREPARE (0A000: an xact lease, or a verify_at_commit check
+ * owed, which COMMIT PREPARED would not run) may throw, on purpose.  What a kind of lease is in
  * Redis comes from its primitive as data (rp_lease_define_kind): nothing
  * here calls up into src/prim/.
  *
@@ -1257,8 +1258,16 @@ rp_xact_callback(XactEvent event, void *arg)
 			 * A prepared transaction outlives this session's part in it:
 			 * nothing would release its leases at COMMIT PREPARED, and
 			 * verify_at_commit could not run there.  Refuse, as postgres_fdw
-			 * does for its remote transactions.
+			 * does for its remote transactions: a check owed (a lease to
+			 * verify, xact or session, or one already lost) as well as an
+			 * xact lease.
 			 */
+			if (rp_nverify > 0 || rp_lost_name != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that asked for verify_at_commit"),
+						 errdetail("COMMIT PREPARED runs no verify_at_commit check."),
+						 errhint("Commit it, or take its leases without verify_at_commit.")));
 			if (rp_nxact > 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -1266,7 +1275,15 @@ rp_xact_callback(XactEvent event, void *arg)
 						 errhint("Release the lease first, or take it with rp_acquire.")));
 			break;
 		case XACT_EVENT_PREPARE:
+			/* Refused above with any check owed; none outlives it anyway. */
 			rp_xact_gen++;
+			rp_acquire_waiting = false;
+			rp_session_verify_end();
+			if (rp_lost_name != NULL)
+			{
+				pfree(rp_lost_name);
+				rp_lost_name = NULL;
+			}
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
