@@ -18,7 +18,7 @@
 #     its abort, not a heartbeat later.
 # Each beside its naive twin where one exists.
 source "$(dirname "$0")/tap.bash"
-plan 61
+plan 64
 
 sq() { q '\set VERBOSITY sqlstate' "$@" 2>&1 | sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\).*$/\1/p;t;p'; }
 # clock: the server's clock now, in seconds; wait_past T0 S: until it is S
@@ -81,6 +81,21 @@ out=$(sq "SET redis_primitives.lease_margin = 2900" "BEGIN" \
 	"SELECT fence > 0 FROM rp_acquire('ra-3', 3000)" "SELECT pg_sleep(0.2)" \
 	"SELECT count(*) FROM rp_leases() WHERE name = 'ra-3'" "INSERT INTO ra_account VALUES (3)" "COMMIT")
 is "$(echo $out)" "t 1 RP004" "naive (the registry's lease as it is): the guard refuses it (RP004)"
+# rp_acquire_all re-enters by the same rule: a name of the set held inside
+# its margin is extended by the ttl asked for, the others taken.
+out=$(q "SET redis_primitives.lease_margin = 2900" "BEGIN" \
+	"SELECT fence FROM rp_acquire('ra-4', 3000)" "SELECT pg_sleep(0.2)" \
+	"SELECT fence || ' ' || (expires_at - interval '2900 ms' > clock_timestamp()) FROM unnest(rp_acquire_all(ARRAY['ra-4', 'ra-5'], 5000)) WHERE name = 'ra-4'" \
+	"SELECT rp_test.redis('PTTL', rp_test.key('ra-4', 'lock'))" "COMMIT")
+f1=$(echo "$out" | sed -n 1p); second=$(echo "$out" | sed -n 3p)
+is "$second" "$f1 true" "rp_acquire_all re-entering a name inside its margin: the same lease (fence $f1), extended so the guard accepts it"
+cmp_ok "$(echo "$out" | sed -n 4p)" -gt 3000 "... and Redis holds it for the new ttl"
+q "SELECT rp_release_all()" >/dev/null
+out=$(sq "SET redis_primitives.lease_margin = 2900" "BEGIN" \
+	"SELECT fence > 0 FROM rp_acquire('ra-6', 3000)" "SELECT pg_sleep(0.2)" \
+	"SELECT count(*) FROM unnest(rp_acquire_all(ARRAY['ra-6', 'ra-7'], 5000))" \
+	"INSERT INTO ra_account VALUES (6)" "COMMIT" "SELECT count(*) FROM ra_account WHERE id = 6")
+is "$(echo $out)" "t 2 1" "a lock-bound write after rp_acquire_all re-entered inside the margin lands"
 q "SELECT rp_release_all()" "DROP TABLE ra_account" >/dev/null
 
 # ---- released or shortened by token from another connection ---------------
