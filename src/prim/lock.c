@@ -576,15 +576,18 @@ rp_acquire_all_common(FunctionCallInfo fcinfo, bool xact)
 		TimestampTz now = GetCurrentTimestamp();
 
 		/*
-		 * A name the session holds live is taken as it is, as rp_acquire
-		 * does.  Decided anew at each attempt: a lease that expired while
-		 * the call waited for the others is no longer the session's, and
-		 * is asked for with them.
+		 * A name this transaction holds is re-entered by rp_acquire's rule
+		 * (rp_lease_reenter): handed back if the guard would accept it,
+		 * extended by ttl_ms inside its last lease_margin, else asked for
+		 * with the others.  Decided anew at each attempt: a lease that
+		 * expired while the call waited for the others is no longer the
+		 * session's, and is asked for with them.
 		 */
 		ntodo = 0;
 		for (int i = 0; i < n; i++)
 		{
-			RpLease    *held = rp_lease_of_this_xact(name[i], len[i], RP_LEASE_LOCK, now);
+			RpLease    *held = rp_lease_reenter(name[i], len[i], RP_LEASE_LOCK, now,
+												ttl_ms, rp_lease_margin_ms);
 
 			if (held != NULL)
 				out[i] = rp_lease_copy(held);	/* in attempt_cxt */
