@@ -6,7 +6,7 @@
 # backend.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 39
+plan 44
 held() { q "SELECT (rp_lock_info('$1')).held"; }
 pttl() { redis pttl "$(key "$1" lock)"; }
 wait_free() {  # name seconds : 0 when the lock is free within that time
@@ -80,6 +80,31 @@ session_q s "RESET redis_primitives.key_prefix; SELECT rp_release_all()" >/dev/n
 out=$(session_q s "BEGIN; SELECT rp_acquire_xact('kp3', 30000, 0, 0, true) IS NOT NULL; SET LOCAL redis_primitives.key_prefix = 'x:'; COMMIT")
 is "$(echo $out)" "t" "SET LOCAL key_prefix: verify_at_commit checks the lease's own key (no false RP002)"
 is "$(held kp3)" "f" "and the xact lease is released under its own key at COMMIT"
+session_close s
+# The same name acquired again under a new prefix: a second lease under its
+# own key, and the first one, still live in Redis, stays the session's (each
+# released under its own key by rp_release(name), one per call, the newest
+# first; by rp_release_all; by backend exit).
+session_open s
+out=$(session_q s "SELECT (rp_acquire('kp4', 60000)).fence IS NOT NULL; SET redis_primitives.key_prefix = 'zz:'; SELECT (rp_acquire('kp4', 60000)).fence IS NOT NULL; SELECT count(*) FROM rp_leases() WHERE name = 'kp4'")
+is "$(echo $out)" "t t 2" "SET key_prefix, then the same name again: a second lease under the new key; rp_leases lists both"
+out=$(session_q s "SELECT rp_release('kp4'); SELECT rp_release('kp4')")
+is "$(echo $out)|$(redis exists 'rp:{kp4}:lock')$(redis exists 'zz:{kp4}:lock')" "t t|00" "rp_release(name) twice releases both, each under its own key"
+session_q s "SELECT (rp_acquire('kp5', 60000)).fence IS NOT NULL; RESET redis_primitives.key_prefix; SELECT (rp_acquire('kp5', 60000)).fence IS NOT NULL" >/dev/null
+is "$(redis exists 'rp:{kp5}:lock')$(redis exists 'zz:{kp5}:lock')" "11" "(kp5 held under both prefixes)"
+session_close s
+# 30 s: far longer than an exit's release takes, half the 60 s TTL.
+wait_for 30 "[ \"\$(redis exists 'rp:{kp5}:lock')\$(redis exists 'zz:{kp5}:lock')\" = 00 ]"
+ok $? "backend exit releases both, neither left for its TTL"
+# The same through ALTER SYSTEM and a reload.
+session_open s
+session_q s "SELECT (rp_acquire('kp6', 60000)).fence IS NOT NULL" >/dev/null
+q "ALTER SYSTEM SET redis_primitives.key_prefix = 'zy:'" "SELECT pg_reload_conf()" >/dev/null
+wait_for 30 '[ "$(session_q s "SHOW redis_primitives.key_prefix")" = zy: ]'
+out=$(session_q s "SELECT (rp_acquire('kp6', 60000)).fence IS NOT NULL; SELECT rp_release_all()")
+is "$(echo $out)|$(redis exists 'rp:{kp6}:lock')$(redis exists 'zy:{kp6}:lock')" "t 2|00" "after a reload of key_prefix, the same name again: rp_release_all releases both leases"
+q "ALTER SYSTEM RESET redis_primitives.key_prefix" "SELECT pg_reload_conf()" >/dev/null
+wait_for 30 '[ "$(session_q s "SHOW redis_primitives.key_prefix")" = rp: ]'
 session_close s
 # The background elector resigns under the old prefix when it changes.
 q "ALTER SYSTEM SET redis_primitives.elections = 'kpe'" "ALTER SYSTEM SET redis_primitives.election_renew = 300" "SELECT pg_reload_conf()" >/dev/null
