@@ -62,7 +62,8 @@ static const RpLeaseKindDef *rp_kinds[RP_LEASE_PERMIT + 1];
 
 /*
  * The granted leases of one name and kind, oldest first (RpLease.node): a
- * lock has at most one, a semaphore as many permits as the session took,
+ * lock has at most one per key (two only when the name was taken again
+ * after key_prefix changed), a semaphore as many permits as the session took,
  * each in a transaction of its own (re-entry is per transaction, so one
  * session behind a pool may hold several requests' permits of one name).
  */
@@ -438,12 +439,14 @@ rp_lease_reenter(const char *name, size_t namelen, RpLeaseKind kind,
 }
 
 static void rp_registry_sweep(void);
+static bool rp_lease_same_key(const RpLease *a, const RpLease *b);
 
 /*
  * The one way into the registry: a granted lease, the unsettled entry u
  * itself, moved from the unsettled list to its name's leases.  For a kind
- * of which a name has one lease at a time, any entry for the name must be
- * gone already.
+ * of which a name has one lease at a time, any entry for the name under the
+ * same key must be gone already; one under another key (key_prefix changed
+ * since it was taken) stays, as live in Redis as this one.
  */
 static RpLease *
 rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
@@ -462,7 +465,15 @@ rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
 		memcpy((char *) h->hkey.data, u->name, u->namelen + 1);
 		dlist_init(&h->leases);
 	}
-	Assert(!rp_lease_kind(u->kind)->exclusive || dlist_is_empty(&h->leases));
+#ifdef USE_ASSERT_CHECKING
+	if (rp_lease_kind(u->kind)->exclusive)
+	{
+		dlist_iter	ai;
+
+		dlist_foreach(ai, &h->leases)
+			Assert(!rp_lease_same_key(dlist_container(RpLease, node, ai.cur), u));
+	}
+#endif
 	dlist_delete(&u->node);
 	rp_nunsettled--;
 	l->fence = fence;
@@ -1450,13 +1461,21 @@ rp_registry_forget_lost(RpLease *held)
 }
 
 /*
- * Redis just granted the name of the unsettled entry u to a new token.  Of
- * an exclusive kind (a lock), any lease the session still remembers for it
- * was lost: forgotten, a lost lease that had to be verified at commit
- * leaving its obligation behind.  Of a kind a name has several of (a
+ * Redis just granted the key of the unsettled entry u to a new token.  Of
+ * an exclusive kind (a lock), any lease the session still remembers under
+ * that key was lost: forgotten, a lost lease that had to be verified at
+ * commit leaving its obligation behind.  A lease of the name under another
+ * key (taken before key_prefix changed) says nothing of this grant: it is
+ * kept, and released under its own key.  Of a kind a name has several of (a
  * permit), a grant says nothing of the session's others, which may be other
  * requests' behind a pool: only those past their deadline are forgotten.
  */
+static bool
+rp_lease_same_key(const RpLease *a, const RpLease *b)
+{
+	return a->keylen == b->keylen && memcmp(a->key, b->key, a->keylen) == 0;
+}
+
 static void
 rp_registry_forget_ended(const RpLease *u)
 {
@@ -1477,7 +1496,8 @@ rp_registry_forget_ended(const RpLease *u)
 			RpLease    *l = dlist_container(RpLease, node, it.cur);
 
 			rp_lease_truth(l);
-			if (exclusive || (l->expires_at <= now && !l->verify))
+			if (exclusive ? rp_lease_same_key(l, u) :
+				(l->expires_at <= now && !l->verify))
 			{
 				gone = l;
 				break;

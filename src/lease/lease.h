@@ -122,10 +122,12 @@ typedef struct RpLeaseKindDef
 	const RpScript *extend_counter; /* or NULL: extend that also reads
 									 * <prefix>{name}:fence (KEYS[2]) */
 	const RpScript *verify;		/* or NULL: the first of n (key, token) lost */
-	bool		exclusive;		/* a name has one lease of this kind at a time
+	bool		exclusive;		/* a key has one lease of this kind at a time
 								 * (a lock): a new grant means the session's
-								 * earlier one was lost.  false (a permit): a
-								 * session may hold several of one name */
+								 * earlier one under that key was lost (one
+								 * under an older key_prefix is kept).  false
+								 * (a permit): a session may hold several of
+								 * one name */
 } RpLeaseKindDef;
 
 extern void rp_lease_define_kind(RpLeaseKind kind, const RpLeaseKindDef *def);
