@@ -6,7 +6,7 @@
 # Backend exit releases whatever the session still holds.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 28
+plan 31
 held() { q "SELECT (rp_lock_info('$1')).held"; }
 # in_s SQL OUTPUT DESCRIPTION: session s runs SQL; its output, on one line, is OUTPUT.
 in_s() { is "$(echo $(session_q s "$1"))" "$2" "$3"; }
@@ -85,6 +85,23 @@ session_q s "SELECT rp_release_all()" >/dev/null
 in_s "BEGIN; SELECT (rp_acquire('p2', 30000)).fence IS NOT NULL; INSERT INTO ledger VALUES ('prep-c'); PREPARE TRANSACTION 'rp_pc'; SELECT 1" "t 1" "PREPARE with a session lease and no verify_at_commit is allowed"
 q "COMMIT PREPARED 'rp_pc'" >/dev/null
 is "$(q "SELECT count(*) FROM ledger WHERE entry = 'prep-c'")|$(session_q s "SELECT rp_release('p2')")" "1|t" "COMMIT PREPARED lands it; the session lease stays the session's"
+
+# A lost verify_at_commit lease's check belongs to the subtransaction that
+# took the lease: a ROLLBACK TO SAVEPOINT past it drops the check with the
+# lease, a RELEASE hands it to the parent, and one owed by the parent
+# survives a rolled-back subtransaction that re-acquired the name.
+# lose NAME: wait (bounded) until Redis no longer holds the name's key; a
+# 300 ms lease's local deadline passes before its key expires in Redis.
+lose() { wait_for 30 "[ \"\$(redis exists '$(key "$1" lock)')\" = 0 ]"; }
+session_q s "BEGIN; SAVEPOINT sv; SELECT (rp_acquire_xact('w1', 300, 0, 0, verify_at_commit => true)).fence IS NOT NULL" >/dev/null
+lose w1
+in_s "SELECT (rp_acquire_xact('w1', 30000)).fence IS NOT NULL; ROLLBACK TO sv; INSERT INTO ledger VALUES ('sv-unrelated'); COMMIT; SELECT count(*) FROM ledger WHERE entry = 'sv-unrelated'" "t 1" "a lost verify_at_commit lease re-acquired inside a savepoint rolled back: the check goes with it, COMMIT lands"
+session_q s "BEGIN; SELECT (rp_acquire_xact('w2', 300, 0, 0, verify_at_commit => true)).fence IS NOT NULL; INSERT INTO ledger VALUES ('sv-outer')" >/dev/null
+lose w2
+in_s "SAVEPOINT sv; SELECT (rp_acquire_xact('w2', 30000)).fence IS NOT NULL; ROLLBACK TO sv; COMMIT; SELECT count(*) FROM ledger WHERE entry = 'sv-outer'" "t ERROR: RP002 0" "lost at the top level, re-acquired in a savepoint rolled back: the check is still owed (RP002)"
+session_q s "BEGIN; SAVEPOINT sv; SELECT (rp_acquire_xact('w3', 300, 0, 0, verify_at_commit => true)).fence IS NOT NULL; INSERT INTO ledger VALUES ('sv-released')" >/dev/null
+lose w3
+in_s "SELECT (rp_acquire_xact('w3', 30000)).fence IS NOT NULL; RELEASE sv; COMMIT; SELECT count(*) FROM ledger WHERE entry = 'sv-released'" "t ERROR: RP002 0" "lost in a savepoint that is released: the parent owes the check (RP002)"
 
 # Release at transaction end never raises, even with Redis hung.
 session_q s "BEGIN; SELECT rp_acquire_xact('x8', 2000) IS NOT NULL" >/dev/null
