@@ -108,11 +108,24 @@ static bool rp_redis_answered = true;	/* no lock call has timed out since */
 static bool rp_acquire_waiting = false;
 
 /*
- * A verify_at_commit lease that was lost and replaced by re-acquiring its
- * name: the transaction still owes its check, which can only fail.
+ * The verify_at_commit leases that were lost and replaced by re-acquiring
+ * their names: the transaction still owes their checks, which can only
+ * fail.  Each is owed by the subtransaction that took the lost lease
+ * (InvalidSubTransactionId for a session lease: the whole transaction), so
+ * a ROLLBACK TO SAVEPOINT past it drops it with the lease, and a RELEASE
+ * hands it to the parent.  In TopMemoryContext; emptied at every top-level
+ * transaction end.
  */
-static char *rp_lost_name = NULL;
-static int64 rp_lost_fence = 0;
+typedef struct RpLostCheck
+{
+	char	   *name;
+	int64		fence;
+	SubTransactionId subid;
+} RpLostCheck;
+
+static RpLostCheck *rp_lost = NULL;
+static int	rp_nlost = 0;
+static int	rp_maxlost = 0;
 
 static bool rp_callbacks_registered = false;
 
@@ -1028,6 +1041,25 @@ rp_release_where(RpTake which, SubTransactionId subid, bool quiet)
 }
 
 /*
+ * Drop the lost-lease checks owed by subid (all of them with all), keeping
+ * the order of the others.
+ */
+static void
+rp_lost_forget(SubTransactionId subid, bool all)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < rp_nlost; i++)
+	{
+		if (all || rp_lost[i].subid == subid)
+			pfree(rp_lost[i].name);
+		else
+			rp_lost[kept++] = rp_lost[i];
+	}
+	rp_nlost = kept;
+}
+
+/*
  * PRE_COMMIT: with verify set, every such lease must still be ours in Redis,
  * checked in one round trip (per hash slot, by its kind's verify script:
  * only a lock is ever verified); otherwise the commit is aborted with RP002.
@@ -1047,13 +1079,13 @@ rp_verify_at_commit(void)
 	int			n;
 	int			ngroups;
 
-	if (rp_lost_name != NULL)
+	if (rp_nlost > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_RP_LEASE_LOST),
-				 errmsg("lease on \"%s\" was lost before commit", rp_lost_name),
+				 errmsg("lease on \"%s\" was lost before commit", rp_lost[0].name),
 				 errdetail("The lease with fence token " INT64_FORMAT
 						   " expired and its name was acquired again in this transaction.",
-						   rp_lost_fence),
+						   rp_lost[0].fence),
 				 errhint("The transaction was rolled back.  Take a longer lease or extend it while working.")));
 	if (rp_nverify == 0)
 		return;
@@ -1273,7 +1305,7 @@ rp_xact_callback(XactEvent event, void *arg)
 			 * verify, xact or session, or one already lost) as well as an
 			 * xact lease.
 			 */
-			if (rp_nverify > 0 || rp_lost_name != NULL)
+			if (rp_nverify > 0 || rp_nlost > 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that asked for verify_at_commit"),
@@ -1290,11 +1322,7 @@ rp_xact_callback(XactEvent event, void *arg)
 			rp_xact_gen++;
 			rp_acquire_waiting = false;
 			rp_session_verify_end();
-			if (rp_lost_name != NULL)
-			{
-				pfree(rp_lost_name);
-				rp_lost_name = NULL;
-			}
+			rp_lost_forget(InvalidSubTransactionId, true);
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
@@ -1305,11 +1333,7 @@ rp_xact_callback(XactEvent event, void *arg)
 			/* An acquire cut short is over with its transaction. */
 			rp_acquire_waiting = false;
 			rp_session_verify_end();
-			if (rp_lost_name != NULL)
-			{
-				pfree(rp_lost_name);
-				rp_lost_name = NULL;
-			}
+			rp_lost_forget(InvalidSubTransactionId, true);
 			/* As pgfdw_abort_cleanup: no more work when errors recurse. */
 			if (in_error_recursion_trouble() || rp_exited)
 				break;
@@ -1332,6 +1356,14 @@ rp_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	/* An acquire cut short is over with its subtransaction. */
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 		rp_acquire_waiting = false;
+
+	/* A lost lease's check goes with its subtransaction, or to its parent. */
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		rp_lost_forget(mySubid, false);
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		for (int i = 0; i < rp_nlost; i++)
+			if (rp_lost[i].subid == mySubid)
+				rp_lost[i].subid = parentSubid;
 	if (rp_nxact == 0)
 		return;
 	if (event == SUBXACT_EVENT_ABORT_SUB)
@@ -1452,10 +1484,19 @@ rp_lease_setup(void)
 static void
 rp_registry_forget_lost(RpLease *held)
 {
-	if (held->verify && rp_lost_name == NULL)
+	if (held->verify)
 	{
-		rp_lost_name = MemoryContextStrdup(TopMemoryContext, held->name);
-		rp_lost_fence = held->fence;
+		if (rp_nlost == rp_maxlost)
+		{
+			rp_maxlost = Max(4, 2 * rp_maxlost);
+			rp_lost = rp_lost == NULL ?
+				MemoryContextAlloc(TopMemoryContext, sizeof(RpLostCheck) * rp_maxlost) :
+				repalloc(rp_lost, sizeof(RpLostCheck) * rp_maxlost);
+		}
+		rp_lost[rp_nlost].name = MemoryContextStrdup(TopMemoryContext, held->name);
+		rp_lost[rp_nlost].fence = held->fence;
+		rp_lost[rp_nlost].subid = held->xact ? held->subid : InvalidSubTransactionId;
+		rp_nlost++;
 	}
 	rp_registry_remove(held);
 }
