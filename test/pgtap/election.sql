@@ -4,7 +4,7 @@
 -- believes it leads, writes too.  A table that only trusts "I checked that I
 -- am leader" lets a overwrite b; a fenced table refuses a's epoch.
 BEGIN;
-SELECT plan(24);
+SELECT plan(29);
 
 -- Campaigning while already leader renews without changing the epoch.
 SELECT isnt(rp_campaign('tap-job', 'a', 10000), NULL, 'a wins the election');
@@ -24,6 +24,24 @@ SELECT is((SELECT node_id FROM rp_leader('tap-job')), NULL, 'nobody leads after 
 SELECT cmp_ok(rp_campaign('tap-job', 'b', 10000), '>', (SELECT epoch FROM term),
               'the next leader''s epoch is higher');
 SELECT ok(rp_resign('tap-job', 'b'), 'b resigns too');
+
+-- A renewal never hands back an epoch below its floor.  A caller that passes
+-- a floor above its own term's epoch has seen a newer one (it led in another
+-- Redis or database meanwhile, or this Redis lost its counter): renewing
+-- would stamp the older epoch after the newer, and a fenced table would
+-- refuse the only leader.  The term is replaced by one above the floor.
+SELECT isnt(rp_campaign('tap-floor', 'a', 60000), NULL, 'a leads tap-floor');
+CREATE TEMP TABLE floor_term AS SELECT epoch FROM rp_leader('tap-floor');
+SELECT is(rp_campaign('tap-floor', 'a', 60000, (SELECT epoch + 10 FROM floor_term)),
+          (SELECT epoch + 11 FROM floor_term),
+          'a renewal under a floor above its epoch begins a new term above the floor');
+SELECT is((SELECT node_id || ' ' || epoch FROM rp_leader('tap-floor')),
+          (SELECT 'a ' || (epoch + 11) FROM floor_term),
+          'Redis holds that new term, for a');
+SELECT is(rp_campaign('tap-floor', 'a', 60000, (SELECT epoch + 11 FROM floor_term)),
+          (SELECT epoch + 11 FROM floor_term),
+          'a renewal whose floor is its own epoch keeps the term');
+SELECT ok(rp_resign('tap-floor', 'a'), 'a resigns tap-floor');
 
 -- A deposed leader.  a leads with a short lease and writes.
 CREATE TEMP TABLE epochs (node text PRIMARY KEY, epoch bigint);
