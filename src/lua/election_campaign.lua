@@ -23,7 +23,9 @@
 -- Returns the epoch as a decimal string when ARGV[1] is (now) the leader;
 -- otherwise {holder kind ('leader' or 'lock'), the counter's value as a
 -- decimal string}, so that a follower learns the highest epoch issued.  A
--- leader that campaigns again keeps its epoch and gets a fresh lease.
+-- leader that campaigns again keeps its epoch and gets a fresh lease, unless
+-- its epoch is below floor: then its term ends and a new one begins above
+-- floor, as a takeover's would.  No reply is ever an epoch below floor.
 -- Integers are compared as decimal strings: Lua numbers are doubles.
 --
 -- allow-oom: a renewal must keep working when Redis is full (maxmemory with
@@ -32,8 +34,27 @@
 -- #include fence_common.lua
 local owner = ARGV[3]
 if not owner or owner == '' then owner = ARGV[1] end
+local floor = ARGV[4]
+if not floor or floor == '' then floor = '0' end
 local mark = 'election:' .. owner
 local holder = redis.call('HGET', KEYS[1], 'owner')
+if holder == owner and less(redis.call('HGET', KEYS[1], 'epoch') or '0', floor) then
+  -- The caller has seen a newer epoch than this term's: it led in another
+  -- Redis or database meanwhile, or this Redis lost the writes that came
+  -- after this term (a failover to a replica that was behind).  Renewed, the
+  -- term would hand back the older epoch after the newer one.  It ends here (its lock too, never a lease's)
+  -- and the caller campaigns below like anyone else, for a term above floor.
+  -- The counter is checked before these writes, as a takeover checks it.
+  local cur, err = fence_start(KEYS[2], floor)
+  if not cur then
+    return redis.error_reply(err)
+  end
+  redis.call('DEL', KEYS[1])
+  if redis.call('GET', KEYS[3]) == mark then
+    redis.call('DEL', KEYS[3])
+  end
+  holder = false
+end
 if holder == owner then
   local lk = redis.call('GET', KEYS[3])
   if lk and lk ~= mark then
@@ -52,7 +73,7 @@ end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return {'lock', redis.call('GET', KEYS[2]) or '0'}
 end
-local cur, start = fence_start(KEYS[2], ARGV[4])
+local cur, start = fence_start(KEYS[2], floor)
 if not cur then
   return redis.error_reply(start)
 end

@@ -738,6 +738,7 @@ rp_campaign_once(RpElectionState *s)
 	RpStatus	st;
 	char	   *err;
 	int64		epoch;
+	int64		floor;
 
 	keys[0] = rp_election_key(s->name, strlen(s->name), "leader");
 	keys[1] = rp_election_key(s->name, strlen(s->name), "fence");
@@ -745,8 +746,9 @@ rp_campaign_once(RpElectionState *s)
 	argv[0] = rp_arg_str(s->node_id);
 	argv[1] = rp_arg_int(lease);
 	argv[2] = rp_arg_str(rp_owner(s));
-	/* Never an epoch at or below one this server has seen (Redis may not). */
-	argv[3] = rp_arg_int(rp_elector_seen_epoch(s->name, strlen(s->name)));
+	/* Never an epoch below one this server has seen (Redis may not know it). */
+	floor = rp_elector_seen_epoch(s->name, strlen(s->name));
+	argv[3] = rp_arg_int(floor);
 
 	/*
 	 * Read the clocks before anything is sent.  A reply that arrives after
@@ -788,6 +790,30 @@ rp_campaign_once(RpElectionState *s)
 		rp_set_error(s, "unexpected reply from election_campaign");
 		if (s->leading)
 			rp_step_down(s, "the renewal returned no epoch");
+		return;
+	}
+
+	/*
+	 * An epoch below one this server has seen is never believed: a term that
+	 * stamps it would write after terms with higher epochs.  The script
+	 * never returns one below the floor it was sent; a higher epoch noted
+	 * meanwhile (an SQL rp_campaign on this server) can still pass it.  The
+	 * next campaign sends that as its floor and begins a term above it.
+	 */
+	floor = Max(floor, rp_elector_seen_epoch(s->name, strlen(s->name)));
+	if (epoch < floor)
+	{
+		err = psprintf("epoch " INT64_FORMAT " is below epoch " INT64_FORMAT " this server has seen for the election",
+					   epoch, floor);
+		rp_set_error(s, err);
+		if (s->leading)
+			rp_step_down(s, err);
+		else
+			ereport(LOG,
+					(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
+					 errmsg("redis_primitives elector: not believing the term of \"%s\" with epoch " INT64_FORMAT,
+							s->name, epoch),
+					 errdetail("Reason: %s.", err)));
 		return;
 	}
 	rp_elector_note_epoch(s->name, strlen(s->name), epoch);
