@@ -67,13 +67,18 @@
 
 /* How often orphaned leases are tried again while Redis does not answer. */
 #define RP_ORPHAN_RETRY_MS		250
-/* Elections whose highest epoch seen is remembered (some may have left). */
+/*
+ * Names whose highest epoch seen is remembered: the elector's own (at most
+ * RP_MAX_ELECTIONS, never forgotten while it runs them) and any other name
+ * an SQL rp_campaign on this server saw, while there is room.
+ */
 #define RP_MAX_SEEN				(RP_MAX_ELECTIONS * 4)
 
 typedef struct RpEpochSeen
 {
 	char		name[RP_ELECTION_NAME_MAX];
 	int64		epoch;
+	bool		pinned;			/* run by the elector: never evicted */
 } RpEpochSeen;
 
 typedef struct RpElectorShared
@@ -412,6 +417,37 @@ rp_elector_seen_epoch(const char *name, size_t namelen)
 	return epoch;
 }
 
+/*
+ * The entry of name, made when there is none.  Full: the entry of another
+ * name with the lowest epoch (the least to lose) is forgotten, never one
+ * the elector runs, so SQL campaigns on other names cannot push an
+ * election's floor out.  At most RP_MAX_ELECTIONS of RP_MAX_SEEN are
+ * pinned: there is always one to forget.
+ */
+static RpEpochSeen *
+rp_seen_entry_locked(const char *name, size_t namelen)
+{
+	RpEpochSeen *e = rp_seen_find_locked(name, namelen);
+
+	if (e != NULL)
+		return e;
+	if (rp_shared->nseen < RP_MAX_SEEN)
+		e = &rp_shared->seen[rp_shared->nseen++];
+	else
+	{
+		for (int i = 0; i < RP_MAX_SEEN; i++)
+			if (!rp_shared->seen[i].pinned &&
+				(e == NULL || rp_shared->seen[i].epoch < e->epoch))
+				e = &rp_shared->seen[i];
+		Assert(e != NULL);
+	}
+	memcpy(e->name, name, namelen);
+	e->name[namelen] = '\0';
+	e->epoch = 0;
+	e->pinned = false;
+	return e;
+}
+
 void
 rp_elector_note_epoch(const char *name, size_t namelen, int64 epoch)
 {
@@ -420,23 +456,7 @@ rp_elector_note_epoch(const char *name, size_t namelen, int64 epoch)
 	if (rp_shared == NULL || epoch <= 0 || namelen >= RP_ELECTION_NAME_MAX)
 		return;
 	LWLockAcquire(rp_shared->lock, LW_EXCLUSIVE);
-	e = rp_seen_find_locked(name, namelen);
-	if (e == NULL)
-	{
-		/* Full: forget the entry with the lowest epoch (the least to lose). */
-		if (rp_shared->nseen < RP_MAX_SEEN)
-			e = &rp_shared->seen[rp_shared->nseen++];
-		else
-		{
-			e = &rp_shared->seen[0];
-			for (int i = 1; i < RP_MAX_SEEN; i++)
-				if (rp_shared->seen[i].epoch < e->epoch)
-					e = &rp_shared->seen[i];
-		}
-		memcpy(e->name, name, namelen);
-		e->name[namelen] = '\0';
-		e->epoch = 0;
-	}
+	e = rp_seen_entry_locked(name, namelen);
 	if (epoch > e->epoch)
 		e->epoch = epoch;
 	LWLockRelease(rp_shared->lock);
@@ -608,6 +628,30 @@ rp_elector_resign(RpElectionState *s, const char *reason)
 }
 
 /*
+ * Pin the epochs seen of the elections this elector runs, and only those:
+ * whatever other names note, these floors stay.  An entry is made for an
+ * election nothing has seen yet, so that its first epoch is kept too.
+ */
+static void
+rp_pin_seen(void)
+{
+	LWLockAcquire(rp_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < rp_shared->nseen; i++)
+		rp_shared->seen[i].pinned = false;
+	for (int i = 0; i < rp_nmine; i++)
+	{
+		RpEpochSeen *e = rp_seen_find_locked(rp_mine[i].name, strlen(rp_mine[i].name));
+
+		if (e != NULL)
+			e->pinned = true;
+	}
+	/* Then the new ones: made in place of another name, never of these. */
+	for (int i = 0; i < rp_nmine; i++)
+		rp_seen_entry_locked(rp_mine[i].name, strlen(rp_mine[i].name))->pinned = true;
+	LWLockRelease(rp_shared->lock);
+}
+
+/*
  * Load redis_primitives.elections and node_id: keep the state of names that
  * stay, resign names that go (or all of them, when node_id changed).
  */
@@ -674,6 +718,7 @@ rp_load_list(void)
 	memcpy(rp_mine, next, sizeof(RpElectionState) * nnext);
 	rp_nmine = nnext;
 	rp_publish();
+	rp_pin_seen();
 
 	if (rp_nmine > 0 && rp_election_renew_ms >= rp_election_lease_ms - rp_election_margin_ms)
 		ereport(WARNING,

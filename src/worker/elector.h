@@ -99,7 +99,9 @@ extern RpArg rp_election_key(const char *name, size_t namelen, const char *suffi
 /*
  * The highest epoch this server has seen for an election (0 when none), and
  * noting one.  Shared memory: survives elector restarts, not a server
- * restart.  No-ops without the elector's shared memory.
+ * restart.  An election the elector runs is never forgotten; other names
+ * share the room left, the lowest epoch forgotten first.  No-ops without
+ * the elector's shared memory.
  */
 extern int64 rp_elector_seen_epoch(const char *name, size_t namelen);
 extern void rp_elector_note_epoch(const char *name, size_t namelen, int64 epoch);
