@@ -6,7 +6,7 @@
 # backend.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 44
+plan 46
 held() { q "SELECT (rp_lock_info('$1')).held"; }
 pttl() { redis pttl "$(key "$1" lock)"; }
 wait_free() {  # name seconds : 0 when the lock is free within that time
@@ -96,6 +96,33 @@ session_close s
 # 30 s: far longer than an exit's release takes, half the 60 s TTL.
 wait_for 30 "[ \"\$(redis exists 'rp:{kp5}:lock')\$(redis exists 'zz:{kp5}:lock')\" = 00 ]"
 ok $? "backend exit releases both, neither left for its TTL"
+# A lease under another key_prefix is of another resource for the
+# lock-bound guard: its fence comes from another counter.  S holds gp-1
+# under pa: (fence 51), then writes under pb:, where T holds gp-1 and wrote
+# with fence 1: refused (RP004), not let through by the pa: lease's 51.  And
+# S holding gq-1 under pd: (fence 1) and pc: (fence 101), writing under pc:
+# over a row stamped 50: accepted by the pc: lease, not refused (RP001) by
+# the pd: one.
+q "CREATE TABLE gp_t (id int PRIMARY KEY, v int, fence_token bigint)" \
+  "CREATE TRIGGER g BEFORE INSERT OR UPDATE OR DELETE ON gp_t FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=gp-{id}')" \
+  "CREATE TABLE gq_t (id int PRIMARY KEY, v int, fence_token bigint)" \
+  "INSERT INTO gq_t VALUES (1, 0, 50)" \
+  "CREATE TRIGGER g BEFORE INSERT OR UPDATE OR DELETE ON gq_t FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=gq-{id}')" >/dev/null
+redis set 'pa:{gp-1}:fence' 50 >/dev/null
+redis set 'pc:{gq-1}:fence' 100 >/dev/null
+session_open s; session_open t
+session_q s "SET redis_primitives.key_prefix = 'pa:'; SELECT (rp_acquire('gp-1', 60000)).fence; SET redis_primitives.key_prefix = 'pb:'" >/dev/null
+session_q t "SET redis_primitives.key_prefix = 'pb:'; SELECT (rp_acquire('gp-1', 30000)).fence; INSERT INTO gp_t VALUES (1, 200)" >/dev/null
+out=$(session_q s "UPDATE gp_t SET v = 50 WHERE id = 1"; q "SELECT v || ' ' || fence_token FROM gp_t")
+is "$(echo $out)" "ERROR: RP004 200 1" \
+	"a lease of the name under another key_prefix does not let a write through the lock-bound guard (RP004)"
+session_q s "SET redis_primitives.key_prefix = 'pd:'; SELECT (rp_acquire('gq-1', 60000)).fence; SET redis_primitives.key_prefix = 'pc:'; SELECT (rp_acquire('gq-1', 30000)).fence" >/dev/null
+out=$(session_q s "UPDATE gq_t SET v = 1 WHERE id = 1"; q "SELECT v || ' ' || fence_token FROM gq_t")
+is "$(echo $out)" "1 101" \
+	"of two leases of the name under two prefixes the guard uses the current prefix's (fence 101), not the other's (1)"
+session_q s "RESET redis_primitives.key_prefix; SELECT rp_release_all()" >/dev/null
+session_q t "SELECT rp_release_all()" >/dev/null
+session_close s; session_close t
 # The same through ALTER SYSTEM and a reload.
 session_open s
 session_q s "SELECT (rp_acquire('kp6', 60000)).fence IS NOT NULL" >/dev/null
