@@ -659,13 +659,22 @@ rp_lease_lookup_ex(const char *name, size_t namelen, bool this_xact,
 	{
 		RpHeldName *h = rp_held_name(name, namelen, kind);
 		dlist_iter	it;
+		RpArg		key;
 
 		if (h == NULL)
 			continue;
+		/*
+		 * Only a lease under the key the name has now: one taken under
+		 * another key_prefix is another resource, its fence from another
+		 * counter.
+		 */
+		key = rp_key(name, namelen, RP_KIND_SUFFIX(kind));
 		dlist_foreach(it, &h->leases)
 		{
 			RpLease    *l = dlist_container(RpLease, node, it.cur);
 
+			if (l->keylen != key.len || memcmp(l->key, key.data, key.len) != 0)
+				continue;
 			rp_lease_truth(l);
 			if (this_xact && !rp_lease_this_xact(l))
 				continue;

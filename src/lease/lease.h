@@ -286,7 +286,8 @@ extern Datum rp_lease_datum(FunctionCallInfo fcinfo, const RpLease *l, bool fenc
 /*
  * The session's live lease on a name, from its own registry (no round trip):
  * true with the lease's fence and expires_at (the time the acquire was sent
- * + ttl); false when the session holds none.  Used by the lock-bound fence
+ * + ttl); false when the session holds none under the key the name has now
+ * (one under another key_prefix is another resource).  Used by the lock-bound fence
  * guard (fence.c) and its commit check (fence_commit.c), which apply
  * redis_primitives.lease_margin themselves.
  */
