@@ -6,7 +6,7 @@
 # backend.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
-plan 46
+plan 47
 held() { q "SELECT (rp_lock_info('$1')).held"; }
 pttl() { redis pttl "$(key "$1" lock)"; }
 wait_free() {  # name seconds : 0 when the lock is free within that time
@@ -143,6 +143,19 @@ is "$(redis exists 'rp:{kpe}:leader')" "0" "after a reload of key_prefix it resi
 q "ALTER SYSTEM RESET redis_primitives.elections" "ALTER SYSTEM RESET redis_primitives.election_renew" \
   "ALTER SYSTEM RESET redis_primitives.key_prefix" "SELECT pg_reload_conf()" >/dev/null
 sleep 0.5
+# A server-wide key_prefix too long for the shared memory the elector
+# publishes it in (255 bytes): a backend cannot key elections as the
+# elector does, so the SQL election functions refuse (22023) rather than
+# key them by the session's prefix, where a database with a prefix of its
+# own won an election the elector led.  Locks work under it.
+long=$(printf 'L%.0s' $(seq 300)):
+q "ALTER SYSTEM SET redis_primitives.key_prefix = '$long'" "SELECT pg_reload_conf()" >/dev/null
+camp() { q_state "SET redis_primitives.key_prefix = 'db2:'" "SELECT rp_campaign('lpe', 'x', 1000)"; }
+wait_for 30 '[ "$(camp)" = 22023 ]'
+is "$(camp) $(q "SELECT (rp_acquire_xact('lpl', 1000)).fence") $(redis exists "$long{lpl}:fence")" "22023 1 1" \
+	"a server-wide key_prefix of 301 bytes: rp_campaign refuses (22023), a lock is taken under the prefix"
+q "ALTER SYSTEM RESET redis_primitives.key_prefix" "SELECT pg_reload_conf()" >/dev/null
+wait_for 30 '[ "$(camp)" = OK ]'
 
 # ---- 4. verify_at_commit stops writes made through postgres_fdw ---------
 q "CREATE EXTENSION IF NOT EXISTS postgres_fdw" \
