@@ -29,8 +29,9 @@
 extern char *rp_key_prefix;
 
 /*
- * key_prefix is shorter than this (bytes): the elector shares the
- * server-wide one with every backend through shared memory of this size.
+ * The elector shares the server-wide key_prefix with every backend through
+ * shared memory of this size (bytes, with the terminator): elections need a
+ * shorter one.
  */
 #define RP_KEY_PREFIX_MAX		256
 extern int	rp_command_timeout_ms;

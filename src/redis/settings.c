@@ -106,22 +106,6 @@ rp_next_hostport(const char **pos, char *host, size_t hostsize, int *port)
 	return true;
 }
 
-/*
- * A key_prefix the elector could not publish to shared memory would split
- * the elector's keys from the SQL functions' (rp_election_key): refused.
- */
-static bool
-rp_check_key_prefix(char **newval, void **extra, GucSource source)
-{
-	if (*newval != NULL && strlen(*newval) >= RP_KEY_PREFIX_MAX)
-	{
-		GUC_check_errdetail("redis_primitives.key_prefix is %zu bytes long; the limit is %d.",
-							strlen(*newval), RP_KEY_PREFIX_MAX - 1);
-		return false;
-	}
-	return true;
-}
-
 static bool
 rp_check_sentinels(char **newval, void **extra, GucSource source)
 {
@@ -245,7 +229,7 @@ rp_conn_init(void)
 	DefineCustomStringVariable("redis_primitives.key_prefix",
 							   "Prefix of every Redis key this extension writes.",
 							   NULL, &rp_key_prefix, "rp:", PGC_SUSET, 0,
-							   rp_check_key_prefix, NULL, NULL);
+							   NULL, NULL, NULL);
 }
 
 RpArg

@@ -372,6 +372,13 @@ rp_elector_configured(const char *name, size_t namelen)
 	return found;
 }
 
+/*
+ * The key_prefix the elections were campaigned under: a reload that changes
+ * it resigns them there before campaigning under the new one.
+ * Set in the elector only (rp_load_list).
+ */
+static char *rp_my_prefix = NULL;
+
 RpArg
 rp_election_key(const char *name, size_t namelen, const char *suffix)
 {
@@ -385,8 +392,21 @@ rp_election_key(const char *name, size_t namelen, const char *suffix)
 		strlcpy(prefix, rp_shared->prefix, RP_KEY_PREFIX_MAX);
 		LWLockRelease(rp_shared->lock);
 	}
-	if (!ok)
+	/*
+	 * Not published: without shared_preload_libraries there is no elector
+	 * to share keys with, and the elector's own setting is the server-wide
+	 * one.  A backend with a server-wide prefix too long to publish would
+	 * key elections by its session's prefix, apart from the elector: it
+	 * refuses instead.
+	 */
+	if (!ok && (rp_shared == NULL || rp_my_prefix != NULL))
 		return rp_key(name, namelen, suffix);
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the server-wide redis_primitives.key_prefix is too long for elections"),
+				 errdetail("Elections need a key_prefix of at most %d bytes in the server's configuration, so that every backend keys them as the elector does.",
+						   RP_KEY_PREFIX_MAX - 1)));
 	/* The same shape as every other key (a name starting with '}' too). */
 	return rp_key_with_prefix(prefix, name, namelen, suffix);
 }
@@ -486,11 +506,6 @@ static RpElectionState rp_mine[RP_MAX_ELECTIONS];
 static int	rp_nmine = 0;
 static char rp_my_node[RP_NODE_ID_MAX];
 
-/*
- * The key_prefix the elections were campaigned under: a reload that changes
- * it resigns them there before campaigning under the new one.
- */
-static char *rp_my_prefix = NULL;
 
 static void
 rp_publish(void)
