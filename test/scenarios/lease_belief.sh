@@ -58,10 +58,15 @@ q "SELECT rp_release_all()" "SELECT rp_test.redis('DEL', rp_test.key('vac-' || g
 # A lease of 3 s with a margin of 2.9 s is inside its margin 100 ms after it
 # was sent: the guard already refuses it.  Re-entering it must hand back a
 # lease the guard accepts.
-out=$(q "SET redis_primitives.lease_margin = 2900" "BEGIN" \
-	"SELECT fence FROM rp_acquire('ra-1', 3000)" "SELECT pg_sleep(0.2)" \
-	"SELECT fence || ' ' || (expires_at - interval '2900 ms' > clock_timestamp()) FROM rp_acquire('ra-1', 5000)" \
-	"SELECT rp_test.redis('PTTL', rp_test.key('ra-1', 'lock'))" "COMMIT")
+# in_margin NAME SQL: in one transaction, take NAME for 3 s with a margin
+# of 2.9 s, wait 200 ms (inside the margin), run SQL (which re-enters NAME
+# asking 5 s), and print the first fence, SQL's output and Redis' PTTL.
+in_margin() {
+	q "SET redis_primitives.lease_margin = 2900" "BEGIN" \
+		"SELECT fence FROM rp_acquire('$1', 3000)" "SELECT pg_sleep(0.2)" "$2" \
+		"SELECT rp_test.redis('PTTL', rp_test.key('$1', 'lock'))" "COMMIT"
+}
+out=$(in_margin ra-1 "SELECT fence || ' ' || (expires_at - interval '2900 ms' > clock_timestamp()) FROM rp_acquire('ra-1', 5000)")
 f1=$(echo "$out" | sed -n 1p); second=$(echo "$out" | sed -n 3p)
 is "$second" "$f1 true" "re-entered inside its margin: the same lease (fence $f1), extended so the guard accepts it"
 # Read in the same session: its exit releases the session lease.
@@ -83,10 +88,7 @@ out=$(sq "SET redis_primitives.lease_margin = 2900" "BEGIN" \
 is "$(echo $out)" "t 1 RP004" "naive (the registry's lease as it is): the guard refuses it (RP004)"
 # rp_acquire_all re-enters by the same rule: a name of the set held inside
 # its margin is extended by the ttl asked for, the others taken.
-out=$(q "SET redis_primitives.lease_margin = 2900" "BEGIN" \
-	"SELECT fence FROM rp_acquire('ra-4', 3000)" "SELECT pg_sleep(0.2)" \
-	"SELECT fence || ' ' || (expires_at - interval '2900 ms' > clock_timestamp()) FROM unnest(rp_acquire_all(ARRAY['ra-4', 'ra-5'], 5000)) WHERE name = 'ra-4'" \
-	"SELECT rp_test.redis('PTTL', rp_test.key('ra-4', 'lock'))" "COMMIT")
+out=$(in_margin ra-4 "SELECT fence || ' ' || (expires_at - interval '2900 ms' > clock_timestamp()) FROM unnest(rp_acquire_all(ARRAY['ra-4', 'ra-5'], 5000)) WHERE name = 'ra-4'")
 f1=$(echo "$out" | sed -n 1p); second=$(echo "$out" | sed -n 3p)
 is "$second" "$f1 true" "rp_acquire_all re-entering a name inside its margin: the same lease (fence $f1), extended so the guard accepts it"
 cmp_ok "$(echo "$out" | sed -n 4p)" -gt 3000 "... and Redis holds it for the new ttl"
