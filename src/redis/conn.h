@@ -27,13 +27,6 @@
 
 /* Settings defined in settings.c, read by the primitives. */
 extern char *rp_key_prefix;
-
-/*
- * The elector shares the server-wide key_prefix with every backend through
- * shared memory of this size (bytes, with the terminator): elections need a
- * shorter one.
- */
-#define RP_KEY_PREFIX_MAX		256
 extern int	rp_command_timeout_ms;
 
 extern void rp_conn_init(void);

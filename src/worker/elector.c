@@ -67,6 +67,8 @@
 
 /* How often orphaned leases are tried again while Redis does not answer. */
 #define RP_ORPHAN_RETRY_MS		250
+/* Longest server-wide key_prefix published for elections' keys. */
+#define RP_PREFIX_MAX			256
 /*
  * Names whose highest epoch seen is remembered: the elector's own (at most
  * RP_MAX_ELECTIONS, never forgotten while it runs them) and any other name
@@ -88,7 +90,7 @@ typedef struct RpElectorShared
 	int			nslots;
 	RpElectionState slots[RP_MAX_ELECTIONS];
 	bool		prefix_ok;		/* prefix below is set (and was not too long) */
-	char		prefix[RP_KEY_PREFIX_MAX];	/* server-wide key_prefix */
+	char		prefix[RP_PREFIX_MAX];	/* server-wide key_prefix */
 	int			nseen;
 	RpEpochSeen seen[RP_MAX_SEEN];
 } RpElectorShared;
@@ -270,8 +272,8 @@ rp_publish_prefix_locked(void)
 {
 	const char *p = rp_key_prefix ? rp_key_prefix : "";
 
-	rp_shared->prefix_ok = strlen(p) < RP_KEY_PREFIX_MAX;
-	strlcpy(rp_shared->prefix, rp_shared->prefix_ok ? p : "", RP_KEY_PREFIX_MAX);
+	rp_shared->prefix_ok = strlen(p) < RP_PREFIX_MAX;
+	strlcpy(rp_shared->prefix, rp_shared->prefix_ok ? p : "", RP_PREFIX_MAX);
 }
 
 /* Called under AddinShmemInitLock. */
@@ -382,14 +384,14 @@ static char *rp_my_prefix = NULL;
 RpArg
 rp_election_key(const char *name, size_t namelen, const char *suffix)
 {
-	char		prefix[RP_KEY_PREFIX_MAX];
+	char		prefix[RP_PREFIX_MAX];
 	bool		ok = false;
 
 	if (rp_shared != NULL)
 	{
 		LWLockAcquire(rp_shared->lock, LW_SHARED);
 		ok = rp_shared->prefix_ok;
-		strlcpy(prefix, rp_shared->prefix, RP_KEY_PREFIX_MAX);
+		strlcpy(prefix, rp_shared->prefix, RP_PREFIX_MAX);
 		LWLockRelease(rp_shared->lock);
 	}
 	/*
@@ -406,7 +408,7 @@ rp_election_key(const char *name, size_t namelen, const char *suffix)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the server-wide redis_primitives.key_prefix is too long for elections"),
 				 errdetail("Elections need a key_prefix of at most %d bytes in the server's configuration, so that every backend keys them as the elector does.",
-						   RP_KEY_PREFIX_MAX - 1)));
+						   RP_PREFIX_MAX - 1)));
 	/* The same shape as every other key (a name starting with '}' too). */
 	return rp_key_with_prefix(prefix, name, namelen, suffix);
 }
@@ -505,7 +507,6 @@ rp_elector_snapshot(RpElectionState *out)
 static RpElectionState rp_mine[RP_MAX_ELECTIONS];
 static int	rp_nmine = 0;
 static char rp_my_node[RP_NODE_ID_MAX];
-
 
 static void
 rp_publish(void)
