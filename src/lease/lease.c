@@ -452,7 +452,7 @@ rp_lease_reenter(const char *name, size_t namelen, RpLeaseKind kind,
 }
 
 static void rp_registry_sweep(void);
-static bool rp_lease_same_key(const RpLease *a, const RpLease *b);
+static bool rp_lease_has_key(const RpLease *l, const char *key, size_t keylen);
 
 /*
  * The one way into the registry: a granted lease, the unsettled entry u
@@ -484,7 +484,7 @@ rp_registry_add(RpLease *u, int64 fence, bool xact, bool verify)
 		dlist_iter	ai;
 
 		dlist_foreach(ai, &h->leases)
-			Assert(!rp_lease_same_key(dlist_container(RpLease, node, ai.cur), u));
+			Assert(!rp_lease_has_key(dlist_container(RpLease, node, ai.cur), u->key, u->keylen));
 	}
 #endif
 	dlist_delete(&u->node);
@@ -673,7 +673,7 @@ rp_lease_lookup_ex(const char *name, size_t namelen, bool this_xact,
 		{
 			RpLease    *l = dlist_container(RpLease, node, it.cur);
 
-			if (l->keylen != key.len || memcmp(l->key, key.data, key.len) != 0)
+			if (!rp_lease_has_key(l, key.data, key.len))
 				continue;
 			rp_lease_truth(l);
 			if (this_xact && !rp_lease_this_xact(l))
@@ -1327,12 +1327,6 @@ rp_xact_callback(XactEvent event, void *arg)
 						 errhint("Release the lease first, or take it with rp_acquire.")));
 			break;
 		case XACT_EVENT_PREPARE:
-			/* Refused above with any check owed; none outlives it anyway. */
-			rp_xact_gen++;
-			rp_acquire_waiting = false;
-			rp_session_verify_end();
-			rp_lost_forget(InvalidSubTransactionId, true);
-			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_ABORT:
@@ -1343,6 +1337,9 @@ rp_xact_callback(XactEvent event, void *arg)
 			rp_acquire_waiting = false;
 			rp_session_verify_end();
 			rp_lost_forget(InvalidSubTransactionId, true);
+			/* Prepared: it held no xact lease and owed no check (refused above). */
+			if (event == XACT_EVENT_PREPARE)
+				break;
 			/* As pgfdw_abort_cleanup: no more work when errors recurse. */
 			if (in_error_recursion_trouble() || rp_exited)
 				break;
@@ -1510,6 +1507,13 @@ rp_registry_forget_lost(RpLease *held)
 	rp_registry_remove(held);
 }
 
+/* l was taken under key: a lock's one lease per key (rp_registry_add). */
+static bool
+rp_lease_has_key(const RpLease *l, const char *key, size_t keylen)
+{
+	return l->keylen == keylen && memcmp(l->key, key, keylen) == 0;
+}
+
 /*
  * Redis just granted the key of the unsettled entry u to a new token.  Of
  * an exclusive kind (a lock), any lease the session still remembers under
@@ -1520,12 +1524,6 @@ rp_registry_forget_lost(RpLease *held)
  * permit), a grant says nothing of the session's others, which may be other
  * requests' behind a pool: only those past their deadline are forgotten.
  */
-static bool
-rp_lease_same_key(const RpLease *a, const RpLease *b)
-{
-	return a->keylen == b->keylen && memcmp(a->key, b->key, a->keylen) == 0;
-}
-
 static void
 rp_registry_forget_ended(const RpLease *u)
 {
@@ -1546,7 +1544,7 @@ rp_registry_forget_ended(const RpLease *u)
 			RpLease    *l = dlist_container(RpLease, node, it.cur);
 
 			rp_lease_truth(l);
-			if (exclusive ? rp_lease_same_key(l, u) :
+			if (exclusive ? rp_lease_has_key(l, u->key, u->keylen) :
 				(l->expires_at <= now && !l->verify))
 			{
 				gone = l;
