@@ -476,13 +476,12 @@ rp_handshake(TimestampTz deadline, bool check_role)
 		if (replies[i]->type == RP_REPLY_ERROR)
 		{
 			bool		auth = (i == 0 && password && password[0]);
+			int			code = rp_error_sqlstate(replies[i]->str);
 
-			if (auth && rp_error_sqlstate(replies[i]->str) ==
-				ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION)
-				(void) rp_set_failure(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-									  "could not connect to Redis", NULL, NULL);
-			else if (auth)
-				(void) rp_set_failure(rp_error_sqlstate(replies[i]->str),
+			if (auth)
+				(void) rp_set_failure(code,
+									  code == ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION ?
+									  "could not connect to Redis" :
 									  "could not authenticate to Redis", NULL, NULL);
 			else
 				(void) rp_set_failure(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
