@@ -557,14 +557,26 @@ RP_TRACKED_FUNCTION(rp_ratelimit_reset, RP_PRIM_RATELIMIT_RESET, RP_OUT_PLAIN)
 	/* and the shadow-mode count of refusals */
 	keys[RP_RL_NALGORITHMS] = rp_key(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
 									 "rl:shadow");
-	ok = rp_eval_try(&rp_script_ratelimit_reset, RP_RL_NALGORITHMS + 1, keys,
-					 0, NULL, rp_command_timeout_ms, &r, &st);
+	target = rp_conn_target_signature();
 
 	/*
 	 * Once Redis answered, or may have run it: a refusal cached here before
-	 * or meanwhile goes (ratecache.c; the epoch catches fills in flight).
+	 * or meanwhile goes (ratecache.c; the epoch catches fills in flight).  A
+	 * cancel or statement_timeout is thrown out of the exchange after the
+	 * reset was sent, and Redis may run it all the same: it clears them too.
 	 */
-	target = rp_conn_target_signature();
+	PG_TRY();
+	{
+		ok = rp_eval_try(&rp_script_ratelimit_reset, RP_RL_NALGORITHMS + 1, keys,
+						 0, NULL, rp_command_timeout_ms, &r, &st);
+	}
+	PG_CATCH();
+	{
+		for (size_t i = 0; i < RP_RL_NALGORITHMS; i++)
+			rp_ratecache_forget(keys[i].data, keys[i].len, target);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	for (size_t i = 0; i < RP_RL_NALGORITHMS; i++)
 		rp_ratecache_forget(keys[i].data, keys[i].len, target);
 	if (!ok)

@@ -31,11 +31,13 @@
 #   6. a cached refusal lives from when the call was *sent*: a refusal
 #      whose reply came back later than its retry_after is not cached at
 #      all (counted from the reply, it would outlive the moment Redis
-#      admits again).
+#      admits again);
+#   7. a reset cut short by statement_timeout, which Redis runs later, clears
+#      the key's cached refusals as a reset that was answered does.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-plan 25
+plan 27
 
 own_redis
 # Redis' pid, to stall it (SIGSTOP) until the test lets it go (SIGCONT).
@@ -250,5 +252,32 @@ session_close rs
 is "$out" "t 1 f f:1" \
 	"a refusal (retry_after 5 s) whose reply came 6 s after the send is not cached: the next call asks Redis (1 round trip)"
 q "SELECT rp_ratelimit_reset('rs')" >/dev/null
+
+
+# --- 7. A reset cut short by statement_timeout ------------------------------
+# rp_ratelimit_reset is sent while Redis is frozen by a signal, and
+# statement_timeout (300 ms) ends the call with 57014 before any reply; Redis
+# runs the reset once thawed (the key is seen gone), so Redis admits the next
+# call -- which a refusal still cached from before the reset would answer
+# "no" (1.2 before this check: "t f 57014 f" with the cache on).
+cut() {  # cache(on|off): the four answers
+	local a
+	CUTKEY=$(key "cut-$1" rl:gcra)
+	session_open "c$1"
+	session_q "c$1" "SET redis_primitives.ratelimit_cache = $1" >/dev/null
+	a=$(session_q "c$1" "SELECT rp_ratelimit('cut-$1', 1, 600000, 1, 'gcra')")
+	a="$a $(session_q "c$1" "SELECT rp_ratelimit('cut-$1', 1, 600000, 1, 'gcra')")"
+	kill -STOP "$rpid"
+	a="$a $(session_q "c$1" "SET statement_timeout = 300; SELECT rp_ratelimit_reset('cut-$1'); RESET statement_timeout" |
+		sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\).*/\1/p')"
+	kill -CONT "$rpid"
+	wait_for 30 '[ "$(rc EXISTS "$CUTKEY")" = 0 ]' || a="$a (Redis did not run it)"
+	a="$a $(session_q "c$1" "RESET statement_timeout; SELECT rp_ratelimit('cut-$1', 1, 600000, 1, 'gcra')")"
+	session_close "c$1"
+	echo "$a"
+}
+is "$(cut off)" "t f 57014 t" "cache off: refused, the reset cut by statement_timeout (Redis runs it later), then admitted"
+is "$(cut on)" "t f 57014 t" "cache on: the same answers (the cut reset cleared the cached refusal)"
+q "SELECT rp_ratelimit_reset('cut-off'), rp_ratelimit_reset('cut-on')" >/dev/null
 
 finish
