@@ -356,6 +356,74 @@ rp_ratecache_forget(const char *key, size_t keylen, uint64 target)
 }
 
 /* ------------------------------------------------------------------------
+ * A call in flight when the backend exits.
+ * ------------------------------------------------------------------------
+ */
+
+#define RP_RC_FLIGHT_KEYS	3
+
+/* What rp_rc_flight_exit drops: copies, the caller's memory may be gone. */
+static struct
+{
+	int			nkeys;			/* 0: nothing in flight */
+	bool		admitting;		/* else a reset: every entry of the keys */
+	RpRcRequest req;			/* admitting: the limit kept (key unused) */
+	uint64		target;
+	uint16		keylen[RP_RC_FLIGHT_KEYS];
+	char		key[RP_RC_FLIGHT_KEYS][RP_RC_KEY_MAX];
+}			rp_rc_flight;
+
+static void
+rp_rc_flight_exit(int code, Datum arg)
+{
+	for (int i = 0; i < rp_rc_flight.nkeys; i++)
+		rp_rc_drop(rp_rc_flight.key[i], rp_rc_flight.keylen[i], rp_rc_flight.target,
+				   rp_rc_flight.admitting ? &rp_rc_flight.req : NULL);
+	rp_rc_flight.nkeys = 0;
+}
+
+static void
+rp_rc_flight_add(const char *key, size_t keylen, uint64 target, bool admitting)
+{
+	static bool registered = false;
+
+	if (rp_rc == NULL || keylen > RP_RC_KEY_MAX ||
+		rp_rc_flight.nkeys >= RP_RC_FLIGHT_KEYS)
+		return;
+	if (!registered)
+	{
+		before_shmem_exit(rp_rc_flight_exit, (Datum) 0);
+		registered = true;
+	}
+	memcpy(rp_rc_flight.key[rp_rc_flight.nkeys], key, keylen);
+	rp_rc_flight.keylen[rp_rc_flight.nkeys] = (uint16) keylen;
+	rp_rc_flight.target = target;
+	rp_rc_flight.admitting = admitting;
+	rp_rc_flight.nkeys++;
+}
+
+void
+rp_ratecache_flight_admitting(const RpRcRequest *req)
+{
+	rp_rc_flight.nkeys = 0;
+	rp_rc_flight.req = *req;
+	rp_rc_flight.req.key = NULL;
+	rp_rc_flight_add(req->key, req->keylen, req->target, true);
+}
+
+void
+rp_ratecache_flight_forgetting(const char *key, size_t keylen, uint64 target)
+{
+	rp_rc_flight_add(key, keylen, target, false);
+}
+
+void
+rp_ratecache_flight_end(void)
+{
+	rp_rc_flight.nkeys = 0;
+}
+
+/* ------------------------------------------------------------------------
  * rp_ratelimit_cache_info()
  * ------------------------------------------------------------------------
  */

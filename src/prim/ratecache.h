@@ -71,4 +71,18 @@ extern void rp_ratecache_admitted(const RpRcRequest *req);
 /* The key was reset: every entry of it goes, whatever its parameters. */
 extern void rp_ratecache_forget(const char *key, size_t keylen, uint64 target);
 
+/*
+ * A call in flight that may empty keys once Redis runs it, for a backend
+ * that exits before its exchange ends (pg_terminate_backend, any FATAL: no
+ * error handler of the call runs, and Redis may run the call all the same).
+ * rp_ratecache_flight_admitting: a consuming call of req is about to be
+ * sent; rp_ratecache_flight_forgetting: a reset of key is (once per key,
+ * at most three).  Until rp_ratecache_flight_end, an exit does what
+ * rp_ratecache_admitted or rp_ratecache_forget would.
+ */
+extern void rp_ratecache_flight_admitting(const RpRcRequest *req);
+extern void rp_ratecache_flight_forgetting(const char *key, size_t keylen,
+										   uint64 target);
+extern void rp_ratecache_flight_end(void);
+
 #endif							/* RP_RATECACHE_H */

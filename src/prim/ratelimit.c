@@ -347,6 +347,9 @@ rp_rl_eval_consuming(const RpRlRequest *req, RpArg rkey, int nargs,
 {
 	bool		answered = false;
 
+	/* A backend exit while it waits on Redis: the exit does it (ratecache.c). */
+	if (consume)
+		rp_ratecache_flight_admitting(rc);
 	PG_TRY();
 	{
 		answered = rp_rl_eval(req, rkey, nargs, argv, never, count_shadow,
@@ -354,11 +357,13 @@ rp_rl_eval_consuming(const RpRlRequest *req, RpArg rkey, int nargs,
 	}
 	PG_CATCH();
 	{
+		rp_ratecache_flight_end();
 		if (consume)
 			rp_ratecache_admitted(rc);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	rp_ratecache_flight_end();
 	if (!answered && consume)
 		rp_ratecache_admitted(rc);
 	return answered;
@@ -563,8 +568,12 @@ RP_TRACKED_FUNCTION(rp_ratelimit_reset, RP_PRIM_RATELIMIT_RESET, RP_OUT_PLAIN)
 	 * Once Redis answered, or may have run it: a refusal cached here before
 	 * or meanwhile goes (ratecache.c; the epoch catches fills in flight).  A
 	 * cancel or statement_timeout is thrown out of the exchange after the
-	 * reset was sent, and Redis may run it all the same: it clears them too.
+	 * reset was sent, and Redis may run it all the same: it clears them too,
+	 * and so does a backend exit meanwhile (a FATAL runs no handler here).
 	 */
+	rp_ratecache_flight_end();
+	for (size_t i = 0; i < RP_RL_NALGORITHMS; i++)
+		rp_ratecache_flight_forgetting(keys[i].data, keys[i].len, target);
 	PG_TRY();
 	{
 		ok = rp_eval_try(&rp_script_ratelimit_reset, RP_RL_NALGORITHMS + 1, keys,
@@ -572,11 +581,13 @@ RP_TRACKED_FUNCTION(rp_ratelimit_reset, RP_PRIM_RATELIMIT_RESET, RP_OUT_PLAIN)
 	}
 	PG_CATCH();
 	{
+		rp_ratecache_flight_end();
 		for (size_t i = 0; i < RP_RL_NALGORITHMS; i++)
 			rp_ratecache_forget(keys[i].data, keys[i].len, target);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	rp_ratecache_flight_end();
 	for (size_t i = 0; i < RP_RL_NALGORITHMS; i++)
 		rp_ratecache_forget(keys[i].data, keys[i].len, target);
 	if (!ok)

@@ -33,11 +33,13 @@
 #      all (counted from the reply, it would outlive the moment Redis
 #      admits again);
 #   7. a reset cut short by statement_timeout, which Redis runs later, clears
-#      the key's cached refusals as a reset that was answered does.
+#      the key's cached refusals as a reset that was answered does;
+#   8. so do a reset and an admission under another limit whose backend was
+#      terminated while it waited on Redis.
 source "$(dirname "$0")/tap.bash"
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-plan 27
+plan 29
 
 own_redis
 # Redis' pid, to stall it (SIGSTOP) until the test lets it go (SIGCONT).
@@ -279,5 +281,49 @@ cut() {  # cache(on|off): the four answers
 is "$(cut off)" "t f 57014 t" "cache off: refused, the reset cut by statement_timeout (Redis runs it later), then admitted"
 is "$(cut on)" "t f 57014 t" "cache on: the same answers (the cut reset cleared the cached refusal)"
 q "SELECT rp_ratelimit_reset('cut-off'), rp_ratelimit_reset('cut-on')" >/dev/null
+
+
+# --- 8. A backend terminated while its call waits on Redis ------------------
+# As 4 and 7, but the call is ended by pg_terminate_backend while Redis is
+# frozen by a signal (the backend seen waiting on it): a FATAL, after which no
+# error handler of the call runs.  Redis runs the call once thawed (the state
+# is seen changed), and another session's next call is admitted by Redis --
+# which a refusal still cached from before would answer "no".  Under the
+# pinned clock 1000000 a (1, 50000) sliding_window admission starts the key
+# afresh, as in 4.  (1.2 before this check: "t f f" for both.)
+killed() {  # what (reset|other): the four answers
+	local a pid k=kill-$1 sql fdvar=_fd_k$1
+	KILLKEY=$(key "kill-$1" rl:sliding_window)
+	case $1 in
+	reset) sql="SELECT rp_ratelimit_reset('$k')" ;;
+	other) sql="SELECT rp_ratelimit('$k', 1, 50000, 1, 'sliding_window')" ;;
+	esac
+	a=$(q "SET redis_primitives.ratelimit_clock_ms = '1000000'" "SELECT rp_ratelimit('$k', 1, 60000, 1, 'sliding_window')" \
+		"SELECT rp_ratelimit('$k', 1, 60000, 1, 'sliding_window')" | tr '\n' ' ')
+	session_open "k$1"
+	pid=$(session_pid "k$1")
+	# connected to Redis before it is frozen: the call's bytes are sent at once
+	session_q "k$1" "SET redis_primitives.ratelimit_clock_ms = '1000000'; SET redis_primitives.command_timeout = 60000;
+		SELECT rp_ratelimit_shadow_refusals('$k')" >/dev/null
+	kill -STOP "$rpid"
+	printf '%s;\n' "$sql" >&"${!fdvar}"
+	wait_for 30 "[ -n \"\$(q \"SELECT 1 FROM pg_stat_activity WHERE pid = $pid AND wait_event_type = 'Extension'\")\" ]" ||
+		a="$a(not seen waiting) "
+	q "SELECT pg_terminate_backend($pid)" >/dev/null
+	wait_for 30 "[ -z \"\$(q \"SELECT 1 FROM pg_stat_activity WHERE pid = $pid\")\" ]" || a="$a(not gone) "
+	kill -CONT "$rpid"
+	case $1 in
+	reset) wait_for 30 '[ "$(rc EXISTS "$KILLKEY")" = 0 ]' || a="$a(Redis did not run it) " ;;
+	other) wait_for 30 '[ "$(rc HGET "$KILLKEY" s)" = 1000000 ]' || a="$a(Redis did not run it) " ;;
+	esac
+	session_close "k$1" 2>/dev/null
+	a="$a$(q "SET redis_primitives.ratelimit_clock_ms = '1000000'" "SELECT rp_ratelimit('$k', 1, 60000, 1, 'sliding_window')")"
+	echo "$a"
+}
+is "$(killed reset)" "t f t" \
+	"a reset whose backend was terminated while Redis was frozen (Redis runs it later): the next call is admitted, not answered from the cache"
+is "$(killed other)" "t f t" \
+	"an admission under another window whose backend was terminated (Redis runs it later) clears the cached refusal too"
+q "SELECT rp_ratelimit_reset('kill-reset'), rp_ratelimit_reset('kill-other')" >/dev/null
 
 finish
