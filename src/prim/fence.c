@@ -164,9 +164,32 @@ rp_row_names(RpGuard *g, Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
 }
 
 /*
+ * Whether the writing user may read the lock name of a row of rel.  The name
+ * is made of the row's values of the template's columns, and a user with
+ * UPDATE or DELETE but no SELECT on them must not read those values in a
+ * message (an UPDATE or DELETE without WHERE needs no SELECT at all), as
+ * PostgreSQL's own messages show only the columns the user may read.
+ */
+static bool
+rp_name_visible(RpGuard *g, Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
+		return true;
+	for (int i = 0; i < g->nparts; i++)
+		if (!g->parts[i].text &&
+			pg_attribute_aclcheck(relid, g->parts[i].attnum, GetUserId(),
+								  ACL_SELECT) != ACLCHECK_OK)
+			return false;
+	return true;
+}
+
+/*
  * The fence this session may write under: the fence of its live lease on
  * name (lock-bound), or this server's epoch for the election (leader-bound).
- * RP004 when there is none.
+ * RP004 when there is none; the messages name the lock only to a user who
+ * may read the row's values it is made of (rp_name_visible).
  */
 static int64
 rp_live_fence(RpGuard *g, Relation rel, const char *name)
@@ -177,49 +200,64 @@ rp_live_fence(RpGuard *g, Relation rel, const char *name)
 	{
 		TimestampTz expires_at;
 		TimestampTz now = GetCurrentTimestamp();
+		bool		found = rp_lease_lookup_ex(name, strlen(name), g->this_xact,
+											   &fence, &expires_at);
+		bool		visible;
+		const char *shown;
+		const char *unseen;
 
-		if (!rp_lease_lookup_ex(name, strlen(name), g->this_xact, &fence, &expires_at))
+		if (found && expires_at > RP_LOCKS_DOUBTED && expires_at > now &&
+			TimestampTzPlusMilliseconds(expires_at, -(int64) rp_lease_margin_ms) > now)
+		{
+			rp_commit_remember(false, name, fence);
+			return fence;
+		}
+		visible = rp_name_visible(g, rel);
+		shown = visible ? psprintf("\"%s\"", name) : "the row's lock";
+		unseen = visible ? "" :
+			"  The lock's name is not shown: it is made of columns of the row this role may not SELECT.";
+		if (!found)
 			ereport(ERROR,
 					(errcode(ERRCODE_RP_NO_LEASE),
-					 errmsg("no lease on \"%s\" for a write to table \"%s\"",
-							name, RelationGetRelationName(rel)),
-					 errdetail(g->this_xact ?
+					 errmsg("no lease on %s for a write to table \"%s\"",
+							shown, RelationGetRelationName(rel)),
+					 errdetail("%s%s", g->this_xact ?
 							   "This transaction took no lease on the lock the row is bound to (the guard's 'xact' option)." :
-							   "This session holds no lease on the lock the row is bound to."),
-					 errhint("Take it first: rp_acquire('%s', ttl_ms).", name)));
+							   "This session holds no lease on the lock the row is bound to.", unseen),
+					 visible ? errhint("Take it first: rp_acquire('%s', ttl_ms).", name) :
+					 errhint("Take it first: rp_acquire(rp_lock_name('%s', <the row>), ttl_ms).",
+							 quote_identifier(RelationGetRelationName(rel)))));
 		/* Released, or doubted: no time to show (stats.h's marks). */
 		if (expires_at <= RP_LOCKS_DOUBTED)
 			ereport(ERROR,
 					(errcode(ERRCODE_RP_NO_LEASE),
-					 errmsg("lease on \"%s\" was released for a write to table \"%s\"",
-							name, RelationGetRelationName(rel)),
-					 errdetail("The lease with fence token " INT64_FORMAT " was released, or a release of it was asked for and its outcome is not known (its reply was lost).",
-							   fence),
+					 errmsg("lease on %s was released for a write to table \"%s\"",
+							shown, RelationGetRelationName(rel)),
+					 errdetail("The lease with fence token " INT64_FORMAT " was released, or a release of it was asked for and its outcome is not known (its reply was lost).%s",
+							   fence, unseen),
 					 errhint("Another holder may have the lock now.  Acquire it again and redo the work from a fresh read.")));
 		if (expires_at <= now)
 			ereport(ERROR,
 					(errcode(ERRCODE_RP_NO_LEASE),
-					 errmsg("lease on \"%s\" has expired for a write to table \"%s\"",
-							name, RelationGetRelationName(rel)),
-					 errdetail("The lease with fence token " INT64_FORMAT " ran out at %s.",
-							   fence, timestamptz_to_str(expires_at)),
+					 errmsg("lease on %s has expired for a write to table \"%s\"",
+							shown, RelationGetRelationName(rel)),
+					 errdetail("The lease with fence token " INT64_FORMAT " ran out at %s.%s",
+							   fence, timestamptz_to_str(expires_at), unseen),
 					 errhint("Another holder may have the lock now.  Acquire it again and redo the work from a fresh read.")));
+
 		/*
 		 * Still live, but within the margin of its end: said apart, since a
 		 * lease taken with a TTL at or below the margin lands here on every
 		 * write, and "another holder may have it" would send its user
 		 * looking for a rival that does not exist.
 		 */
-		if (TimestampTzPlusMilliseconds(expires_at, -(int64) rp_lease_margin_ms) <= now)
-			ereport(ERROR,
-					(errcode(ERRCODE_RP_NO_LEASE),
-					 errmsg("lease on \"%s\" is too close to its end for a write to table \"%s\"",
-							name, RelationGetRelationName(rel)),
-					 errdetail("The lease with fence token " INT64_FORMAT " runs out at %s, within redis_primitives.lease_margin (%d ms) of now.",
-							   fence, timestamptz_to_str(expires_at), rp_lease_margin_ms),
-					 errhint("Extend it with rp_extend before writing, or take it with a TTL well above redis_primitives.lease_margin plus the time the work takes.")));
-		rp_commit_remember(false, name, fence);
-		return fence;
+		ereport(ERROR,
+				(errcode(ERRCODE_RP_NO_LEASE),
+				 errmsg("lease on %s is too close to its end for a write to table \"%s\"",
+						shown, RelationGetRelationName(rel)),
+				 errdetail("The lease with fence token " INT64_FORMAT " runs out at %s, within redis_primitives.lease_margin (%d ms) of now.%s",
+						   fence, timestamptz_to_str(expires_at), rp_lease_margin_ms, unseen),
+				 errhint("Extend it with rp_extend before writing, or take it with a TTL well above redis_primitives.lease_margin plus the time the work takes.")));
 	}
 
 	if (!rp_election_believed(g->target, strlen(g->target), &fence))

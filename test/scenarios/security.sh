@@ -4,7 +4,7 @@
 # callable until granted, the functions withstand a hostile search_path at
 # call time, and the fence trigger reveals nothing the writer cannot read.
 source "$(dirname "$0")/tap.bash"
-plan 31
+plan 34
 
 q "DROP ROLE IF EXISTS rp_plain; CREATE ROLE rp_plain LOGIN" >/dev/null 2>&1
 q "DROP ROLE IF EXISTS rp_plain" "CREATE ROLE rp_plain LOGIN" >/dev/null
@@ -107,6 +107,20 @@ echo "$out" | grep -q "stale fence token"; ok $? "a stale write by the plain use
 echo "$out" | grep -q 987654; ok $(( ! $? )) "without SELECT on the column, the stored token is not revealed"
 out=$(psql -X -At -q -d "$RP_DB" -c "UPDATE sec_acct SET balance = 0, fence_token = 5 WHERE id = 1" 2>&1)
 echo "$out" | grep -q 987654; ok $? "with SELECT on it (the owner), the detail gives both tokens"
+# A lock-bound guard's name is made of the row's values: a writer refused
+# for want of a lease is not shown values of columns it may not SELECT.
+q "SET client_min_messages = warning" "DROP TABLE IF EXISTS sec_bound" \
+  "CREATE TABLE sec_bound (id int PRIMARY KEY, owner text, balance int, fence_token bigint)" \
+  "CREATE TRIGGER g BEFORE INSERT OR UPDATE OR DELETE ON sec_bound FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=sb-{owner}')" \
+  "SET session_replication_role = replica" "INSERT INTO sec_bound VALUES (1, 'alice-hidden-77', 10, 1)" \
+  "RESET session_replication_role" "GRANT UPDATE (balance), DELETE ON sec_bound TO rp_plain" >/dev/null
+out=$(plain_out "UPDATE sec_bound SET balance = 0" "DELETE FROM sec_bound")
+is "$(echo "$out" | grep -c '^ERROR:.*no lease')|$(echo "$out" | grep -c alice-hidden-77)" "2|0" \
+	"without SELECT on the template's columns, UPDATE and DELETE are refused without the row's lock name"
+out=$(psql -X -At -q -d "$RP_DB" -c "UPDATE sec_bound SET balance = 0" 2>&1)
+echo "$out" | grep -q '"sb-alice-hidden-77"'; ok $? "the owner, who may SELECT them, is told the name"
+q "GRANT SELECT (owner) ON sec_bound TO rp_plain" >/dev/null
+echo "$(plain_out "DELETE FROM sec_bound")" | grep -q '"sb-alice-hidden-77"'; ok $? "and so is a writer granted SELECT on the column"
 
 # 6. A hostile search_path at call time.
 q "SET client_min_messages = warning" "DROP DATABASE IF EXISTS rp_hostile" >/dev/null; q "CREATE DATABASE rp_hostile" >/dev/null
@@ -148,5 +162,5 @@ q "DROP DATABASE rp_hostile" >/dev/null
 
 # 7. The password reached no log line.
 grep -q "Top-Secret-42" "$RP_TMP"/pg*.log "$RP_TMP"/*/log/* 2>/dev/null; ok $(( ! $? )) "the password appears in no server log"
-q "DROP TABLE sec_acct" "DROP OWNED BY rp_plain" "DROP ROLE rp_plain" >/dev/null
+q "DROP TABLE sec_acct, sec_bound" "DROP OWNED BY rp_plain" "DROP ROLE rp_plain" >/dev/null
 finish
