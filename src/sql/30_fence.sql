@@ -20,8 +20,10 @@ CREATE FUNCTION @extschema@.rp_fence_check(fenced_table pg_catalog.regclass,
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rp_fence_check'
 LANGUAGE C STABLE PARALLEL SAFE;
+-- #begin fence_check_comment
 COMMENT ON FUNCTION @extschema@.rp_fence_check(pg_catalog.regclass) IS
   'Every reason a rp_fence_guard trigger of the table, of a partition or of an inheritance child cannot guard it (wrong timing, events, column, options, template column, trigger order, disabled, no copy on a child); relation names the table the problem is on; no rows when all can';
+-- #end fence_check_comment
 -- #end fence_check
 
 -- The lock name a lock-bound guard binds a row to, rendered as the guard

@@ -21,11 +21,11 @@ source "$(dirname "$0")/tap.bash"
 CATALOG=$(dirname "$0")/ext_catalog.sql
 OLD=rp_upg_old MID=rp_upg_mid NEW=rp_upg_new BROKEN=rp_upg_broken
 CUR=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" "$(dirname "$0")/../../redis_primitives.control")
-cleanup() { for d in $OLD $MID $NEW $BROKEN; do dropdb --if-exists "$d" 2>/dev/null; done; }
+cleanup() { for d in $OLD $MID $NEW $BROKEN; do dropdb --if-exists "$d" 2>/dev/null; done; psql -X -q -d postgres -c "DROP ROLE IF EXISTS rp_upg_monitor" 2>/dev/null; }
 cleanup
 trap cleanup EXIT
 
-plan 28
+plan 29
 
 # dq DB SQL...: q in another database.
 dq() { local db=$1; shift; RP_DB=$db q "$@"; }
@@ -114,6 +114,11 @@ ok $? "the updated 1.0 catalog equals a fresh $CUR install, line for line"
 # ---- 1.1, as shipped, to the current version ------------------------------
 is "$(dq_state $MID "CREATE EXTENSION redis_primitives VERSION '1.1'")" "OK" \
 	"CREATE EXTENSION ... VERSION '1.1' against the $CUR library"
+# What a DBA did to 1.1's functions survives the update: a role granted
+# rp_fence_check (whose rows gain a column in 1.2) and a view over it.
+q "CREATE ROLE rp_upg_monitor" >/dev/null
+dq $MID "GRANT EXECUTE ON FUNCTION rp_fence_check(regclass), rp_fence_floor(regclass) TO rp_upg_monitor" \
+	"CREATE VIEW store_guard_problems AS SELECT trigger_name, problem FROM rp_fence_check('rp_fenced_store')" >/dev/null
 out=$(dq $MID "SELECT (rp_acquire('upg-mid', 60000)).fence > 0" \
 	"SELECT (rp_semaphore_acquire('upg-sem', 2, 60000)).fence > 0" \
 	"ALTER EXTENSION redis_primitives UPDATE" \
@@ -124,6 +129,12 @@ is "$(echo "$out" | tr '\n' ' ')" "t t $CUR t 1 " \
 	"1.1 -> $CUR: a lock and a permit held across the update still release"
 is "$(redis-cli -p "$REDIS_PORT" exists "$(key upg-mid lock)")" "0" \
 	"and the released 1.1 lease is gone from Redis"
+is "$(dq $MID "SELECT has_function_privilege('rp_upg_monitor', 'rp_fence_check(regclass)', 'EXECUTE'),
+                      has_function_privilege('rp_upg_monitor', 'rp_fence_floor(regclass)', 'EXECUTE'),
+                      (SELECT count(*) FROM store_guard_problems),
+                      (SELECT count(*) FROM rp_fence_check('rp_fenced_store') WHERE relation IS NOT NULL)")" "t|t|0|0" \
+	"1.1 -> $CUR: the role granted rp_fence_check keeps it, and the view over it still reads it"
+dq $MID "DROP VIEW store_guard_problems" "REVOKE ALL ON FUNCTION rp_fence_check(regclass), rp_fence_floor(regclass) FROM rp_upg_monitor" >/dev/null
 compare "$MID" "$NEW" "the 1.1 database after ALTER EXTENSION UPDATE" "a fresh $CUR install"
 ok $? "the updated 1.1 catalog equals a fresh $CUR install, line for line"
 

@@ -23,10 +23,21 @@
 
 -- ---- fence: one lock name per row (src/sql/30_fence.sql) -----------------
 -- rp_fence_check reports partitions and inheritance children: its rows gain
--- the relation column, a new result type, so it is dropped and created.
-DROP FUNCTION @extschema@.rp_fence_check(pg_catalog.regclass);
--- #include 30_fence.sql fence_check
-REVOKE ALL ON FUNCTION @extschema@.rp_fence_check(pg_catalog.regclass) FROM PUBLIC;
+-- the relation column, its last OUT argument in src/sql/30_fence.sql.  It is
+-- changed in place, not dropped and created: CREATE OR REPLACE cannot change
+-- OUT arguments, and a DROP took with it every GRANT a DBA had made on the
+-- function (a 1.1 database's monitoring role lost EXECUTE, silently) and
+-- failed on any view over it.  Its OUT arguments are its result columns,
+-- and nothing else depends on them (regclass and text are pinned types);
+-- upgrade.sh checks that the result equals a fresh install's definition.
+UPDATE pg_catalog.pg_proc
+SET proallargtypes = ARRAY['pg_catalog.regclass'::pg_catalog.regtype, 'pg_catalog.text'::pg_catalog.regtype,
+                           'pg_catalog.text'::pg_catalog.regtype, 'pg_catalog.text'::pg_catalog.regtype,
+                           'pg_catalog.regclass'::pg_catalog.regtype]::pg_catalog.oid[],
+    proargmodes = ARRAY['i', 'o', 'o', 'o', 'o']::pg_catalog."char"[],
+    proargnames = ARRAY['fenced_table', 'trigger_name', 'problem', 'hint', 'relation']::pg_catalog.text[]
+WHERE oid OPERATOR(pg_catalog.=) '@extschema@.rp_fence_check(pg_catalog.regclass)'::pg_catalog.regprocedure;
+-- #include 30_fence.sql fence_check_comment
 
 -- #include 30_fence.sql lock_name
 REVOKE ALL ON FUNCTION @extschema@.rp_lock_name(pg_catalog.regclass, pg_catalog.anyelement, pg_catalog.text) FROM PUBLIC;
