@@ -136,6 +136,12 @@ BEGIN
   IF fenced_table IS NULL THEN
     RAISE EXCEPTION 'fenced_table must not be NULL' USING ERRCODE = '22004';
   END IF;
+  -- An OID of no relation (one dropped since it was read, or 0) is not a
+  -- table without a guard.
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_class AS c WHERE c.oid OPERATOR(pg_catalog.=) fenced_table) THEN
+    RAISE EXCEPTION 'relation with OID % does not exist', fenced_table::pg_catalog.oid
+      USING ERRCODE = '42P01';
+  END IF;
   -- The guarded column is the first argument of each rp_fence_guard trigger.
   -- tgargs is the arguments, each ended by a zero byte, in the database's
   -- encoding: cut at the first zero byte and decode (never 'escape', which

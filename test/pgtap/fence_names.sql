@@ -14,7 +14,7 @@
 -- them the checks fail one by one instead of aborting the file.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(53);
+SELECT plan(54);
 
 -- try(sql): the first column of the first row of sql as text, or
 -- 'ERROR <sqlstate>: <message>'.
@@ -322,6 +322,9 @@ SELECT is(pg_temp.rows($$SELECT relation::text || ' ' || coalesce(trigger_name, 
 SELECT throws_ok($$SELECT * FROM rp_fence_check(0)$$, '42P01', NULL, 'rp_fence_check(0): 42P01');
 SELECT throws_ok($$SELECT * FROM rp_fence_check(NULL)$$, '22004', NULL, 'rp_fence_check(NULL): 22004, as before');
 SELECT is(pg_temp.try($$SELECT rp_lock_name(0, '{}'::jsonb)$$)::varchar(11), 'ERROR 42P01', 'rp_lock_name(0, ...): 42P01');
+-- rp_fence_floor of a table dropped since its OID was read (or of 0) said
+-- the table had no guard, 22023, as if it existed.
+SELECT throws_ok($$SELECT rp_fence_floor(0)$$, '42P01', 'relation with OID 0 does not exist', 'rp_fence_floor(0): 42P01, as rp_fence_check and rp_lock_name');
 
 -- ---------------------------------------------------------------------------
 -- 5. A row of another table: the name of the row as INSERT stores it.
