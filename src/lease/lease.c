@@ -649,9 +649,14 @@ rp_lease_this_xact(const RpLease *l)
 	return l->xact_gen == rp_xact_gen;
 }
 
-bool
-rp_lease_lookup_ex(const char *name, size_t namelen, bool this_xact,
-				   int64 *fence, TimestampTz *expires_at)
+/*
+ * The lease of name with the latest deadline among those this session holds
+ * under the key the name has now; with this_xact, only those the current
+ * top-level transaction took; with want_fence, only the one with that fence.
+ */
+static RpLease *
+rp_lease_best(const char *name, size_t namelen, bool this_xact,
+			  const int64 *want_fence)
 {
 	RpLease    *best = NULL;
 
@@ -678,14 +683,37 @@ rp_lease_lookup_ex(const char *name, size_t namelen, bool this_xact,
 			rp_lease_truth(l);
 			if (this_xact && !rp_lease_this_xact(l))
 				continue;
+			if (want_fence && l->fence != *want_fence)
+				continue;
 			if (best == NULL || rp_lease_believed_until(l) > rp_lease_believed_until(best))
 				best = l;
 		}
 	}
+	return best;
+}
+
+bool
+rp_lease_lookup_ex(const char *name, size_t namelen, bool this_xact,
+				   int64 *fence, TimestampTz *expires_at)
+{
+	RpLease    *best = rp_lease_best(name, namelen, this_xact, NULL);
+
 	if (best == NULL)
 		return false;
 	*fence = best->fence;
 	*expires_at = rp_lease_believed_until(best);
+	return true;
+}
+
+bool
+rp_lease_lookup_fence(const char *name, size_t namelen, int64 fence,
+					  TimestampTz *expires_at)
+{
+	RpLease    *l = rp_lease_best(name, namelen, false, &fence);
+
+	if (l == NULL)
+		return false;
+	*expires_at = rp_lease_believed_until(l);
 	return true;
 }
 

@@ -303,6 +303,16 @@ extern bool rp_lease_lookup_ex(const char *name, size_t namelen, bool this_xact,
 							   int64 *fence, TimestampTz *expires_at);
 
 /*
+ * The session's lease on name with that fence, held under the key the name
+ * has now: true with its expires_at.  The commit check of a fenced write
+ * (fence_commit.c) asks for the lease the write was made under, not for the
+ * name's latest one: a session may hold several permits of a name, and a
+ * later one does not end the one the write was made under.
+ */
+extern bool rp_lease_lookup_fence(const char *name, size_t namelen, int64 fence,
+								  TimestampTz *expires_at);
+
+/*
  * Whether the current top-level transaction took l.  Re-entry is confined to
  * it: behind a pool, a backend's earlier transactions may have been another
  * client's, and no pool interleaves two clients inside one transaction.

@@ -84,13 +84,19 @@ rp_fence_xact_callback(XactEvent event, void *arg)
 		TimestampTz expires_at;
 		bool		live;
 
+		/*
+		 * The lease the write was made under, by its fence: not the name's
+		 * latest lease, which may be another permit of the name the session
+		 * took after the write (the write's own permit still live).
+		 */
 		if (c->leader)
-			live = rp_election_believed(c->name, strlen(c->name), &fence);
+			live = rp_election_believed(c->name, strlen(c->name), &fence) &&
+				fence == c->fence;
 		else
-			live = rp_lease_lookup(c->name, strlen(c->name), &fence, &expires_at) &&
+			live = rp_lease_lookup_fence(c->name, strlen(c->name), c->fence, &expires_at) &&
 				TimestampTzPlusMilliseconds(expires_at, -(int64) rp_lease_margin_ms) >
 				GetCurrentTimestamp();
-		if (!live || fence != c->fence)
+		if (!live)
 			ereport(ERROR,
 					(errcode(ERRCODE_RP_NO_LEASE),
 					 errmsg(c->leader ? "leadership of \"%s\" was lost before commit" :

@@ -10,7 +10,7 @@
 # at once and at exit; expired ones swept; a lock and a semaphore of one
 # name; a savepoint's permit rolled back and taken again.
 source "$(dirname "$0")/tap.bash"
-plan 12
+plan 13
 
 info() { q "SELECT $2 FROM rp_semaphore_info('$1')"; }
 inxacts() {  # name count ttl: take count permits, each in a transaction of its own
@@ -88,6 +88,18 @@ out=$(q "BEGIN" "SAVEPOINT a" "CREATE TEMP TABLE s AS SELECT token FROM rp_semap
 	"SELECT in_use FROM rp_semaphore_info('pr-sp')" \
 	"COMMIT" "SELECT in_use FROM rp_semaphore_info('pr-sp')" "SELECT count(*) FROM rp_leases()" 2>&1)
 is "$(echo $out)" "0 0 t t 1 0 0" "a savepoint's permit rolled back is gone; one taken again, re-entered, ended at COMMIT"
+
+# ---- a guarded write under one permit, another permit of the name taken after it ----
+# The commit check asks for the permit the write was made under: the later
+# permit, with the later deadline, does not end it.
+q "SET client_min_messages = warning" "DROP TABLE IF EXISTS pr_row" "CREATE TABLE pr_row (id int, fence_token bigint)" \
+	"CREATE TRIGGER g BEFORE INSERT OR UPDATE OR DELETE ON pr_row FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=pr-row-{id}')" >/dev/null
+out=$(q "CREATE TEMP TABLE first AS SELECT fence FROM rp_semaphore_acquire('pr-row-1', 3, 60000)" \
+	"BEGIN" "INSERT INTO pr_row VALUES (1, NULL)" \
+	"SELECT fence > (SELECT fence FROM first) FROM rp_semaphore_acquire('pr-row-1', 3, 120000)" "COMMIT" \
+	"SELECT count(*) FROM pr_row WHERE fence_token = (SELECT fence FROM first)" "SELECT rp_release_all()" 2>&1)
+is "$(echo $out)" "t 1 2" "a write under a live permit commits after a second permit of the name is taken"
+q "DROP TABLE pr_row" >/dev/null
 
 # ---- exit with a lock and many permits held -----------------------------------------
 q "SELECT fence > 0 FROM rp_acquire('pr-exit', 60000)" "${cmds[@]//pr-rel/pr-exit}" >/dev/null
