@@ -46,6 +46,7 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/timestamp.h"
 
 #include "elector.h"
@@ -164,6 +165,29 @@ rp_row_names(RpGuard *g, Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
 }
 
 /*
+ * Whether the writing user may read the values of rel's columns attnums
+ * (nattnums of them) in a message: as PostgreSQL's own messages
+ * (ExecBuildSlotValueDescription), not under row-level security (a policy
+ * may hide the row: an UPDATE or DELETE without WHERE applies no SELECT
+ * policy), and only with SELECT on the table or on each of the columns.
+ */
+static bool
+rp_values_visible(Relation rel, const AttrNumber *attnums, int nattnums)
+{
+	Oid			relid = RelationGetRelid(rel);
+
+	if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		return false;
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
+		return true;
+	for (int i = 0; i < nattnums; i++)
+		if (pg_attribute_aclcheck(relid, attnums[i], GetUserId(),
+								  ACL_SELECT) != ACLCHECK_OK)
+			return false;
+	return true;
+}
+
+/*
  * Whether the writing user may read the lock name of a row of rel.  The name
  * is made of the row's values of the template's columns, and a user with
  * UPDATE or DELETE but no SELECT on them must not read those values in a
@@ -173,16 +197,16 @@ rp_row_names(RpGuard *g, Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
 static bool
 rp_name_visible(RpGuard *g, Relation rel)
 {
-	Oid			relid = RelationGetRelid(rel);
+	AttrNumber *attnums = palloc(sizeof(AttrNumber) * Max(g->nparts, 1));
+	int			n = 0;
+	bool		visible;
 
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
-		return true;
 	for (int i = 0; i < g->nparts; i++)
-		if (!g->parts[i].text &&
-			pg_attribute_aclcheck(relid, g->parts[i].attnum, GetUserId(),
-								  ACL_SELECT) != ACLCHECK_OK)
-			return false;
-	return true;
+		if (!g->parts[i].text)
+			attnums[n++] = g->parts[i].attnum;
+	visible = rp_values_visible(rel, attnums, n);
+	pfree(attnums);
+	return visible;
 }
 
 /*
@@ -276,9 +300,9 @@ rp_live_fence(RpGuard *g, Relation rel, const char *name)
 static void
 rp_fence_stale(RpGuard *g, Relation rel, int64 stored, int64 fence)
 {
-	if (pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_SELECT) == ACLCHECK_OK ||
-		pg_attribute_aclcheck(RelationGetRelid(rel), g->attnum, GetUserId(),
-							  ACL_SELECT) == ACLCHECK_OK)
+	AttrNumber	attnum = g->attnum;
+
+	if (rp_values_visible(rel, &attnum, 1))
 		ereport(ERROR,
 				(errcode(ERRCODE_RP_STALE_FENCE),
 				 errmsg("stale fence token for table \"%s\"", RelationGetRelationName(rel)),

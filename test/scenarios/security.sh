@@ -4,7 +4,7 @@
 # callable until granted, the functions withstand a hostile search_path at
 # call time, and the fence trigger reveals nothing the writer cannot read.
 source "$(dirname "$0")/tap.bash"
-plan 34
+plan 36
 
 q "DROP ROLE IF EXISTS rp_plain; CREATE ROLE rp_plain LOGIN" >/dev/null 2>&1
 q "DROP ROLE IF EXISTS rp_plain" "CREATE ROLE rp_plain LOGIN" >/dev/null
@@ -107,6 +107,15 @@ echo "$out" | grep -q "stale fence token"; ok $? "a stale write by the plain use
 echo "$out" | grep -q 987654; ok $(( ! $? )) "without SELECT on the column, the stored token is not revealed"
 out=$(psql -X -At -q -d "$RP_DB" -c "UPDATE sec_acct SET balance = 0, fence_token = 5 WHERE id = 1" 2>&1)
 echo "$out" | grep -q 987654; ok $? "with SELECT on it (the owner), the detail gives both tokens"
+# Nor with SELECT on it when row-level security hides the row (an UPDATE
+# without WHERE applies no SELECT policy).
+q "GRANT SELECT (fence_token) ON sec_acct TO rp_plain" "ALTER TABLE sec_acct ENABLE ROW LEVEL SECURITY" \
+  "CREATE POLICY sees_none ON sec_acct FOR SELECT USING (false)" \
+  "CREATE POLICY writes_any ON sec_acct FOR UPDATE USING (true)" >/dev/null
+out=$(plain_out "UPDATE sec_acct SET balance = 0, fence_token = 5")
+is "$(echo "$out" | grep -c 'stale fence token')|$(echo "$out" | grep -c 987654)" "1|0" \
+	"a row its SELECT policy hides (row-level security): the stored token is not revealed"
+q "ALTER TABLE sec_acct DISABLE ROW LEVEL SECURITY" >/dev/null
 # A lock-bound guard's name is made of the row's values: a writer refused
 # for want of a lease is not shown values of columns it may not SELECT.
 q "SET client_min_messages = warning" "DROP TABLE IF EXISTS sec_bound" \
@@ -121,6 +130,17 @@ out=$(psql -X -At -q -d "$RP_DB" -c "UPDATE sec_bound SET balance = 0" 2>&1)
 echo "$out" | grep -q '"sb-alice-hidden-77"'; ok $? "the owner, who may SELECT them, is told the name"
 q "GRANT SELECT (owner) ON sec_bound TO rp_plain" >/dev/null
 echo "$(plain_out "DELETE FROM sec_bound")" | grep -q '"sb-alice-hidden-77"'; ok $? "and so is a writer granted SELECT on the column"
+# ... unless row-level security hides the row from it: an UPDATE or DELETE
+# without WHERE applies no SELECT policy, and PostgreSQL's own messages show
+# no row values at all under row-level security (ExecBuildSlotValueDescription).
+q "ALTER TABLE sec_bound ENABLE ROW LEVEL SECURITY" \
+  "CREATE POLICY sees_own ON sec_bound FOR SELECT USING (owner = current_user)" \
+  "CREATE POLICY writes_any ON sec_bound FOR UPDATE USING (true)" \
+  "CREATE POLICY deletes_any ON sec_bound FOR DELETE USING (true)" >/dev/null
+out=$(plain_out "SELECT count(*) FROM sec_bound" "UPDATE sec_bound SET balance = 0" "DELETE FROM sec_bound")
+is "$(echo "$out" | head -1)|$(echo "$out" | grep -c '^ERROR:.*no lease')|$(echo "$out" | grep -c alice-hidden-77)" "0|2|0" \
+	"a row its SELECT policy hides (row-level security): UPDATE and DELETE are refused without the row's lock name"
+q "ALTER TABLE sec_bound DISABLE ROW LEVEL SECURITY" >/dev/null
 
 # 6. A hostile search_path at call time.
 q "SET client_min_messages = warning" "DROP DATABASE IF EXISTS rp_hostile" >/dev/null; q "CREATE DATABASE rp_hostile" >/dev/null
