@@ -34,8 +34,11 @@
 
 #include <limits.h>
 
+#include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/sysattr.h"
+#include "access/table.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "miscadmin.h"
@@ -43,6 +46,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -165,26 +169,92 @@ rp_row_names(RpGuard *g, Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
 }
 
 /*
- * Whether the writing user may read the values of rel's columns attnums
- * (nattnums of them) in a message: as PostgreSQL's own messages
+ * Whether the user may read, through relation relid, the values of its
+ * columns names (n of them) in a message: as PostgreSQL's own messages
  * (ExecBuildSlotValueDescription), not under row-level security (a policy
  * may hide the row: an UPDATE or DELETE without WHERE applies no SELECT
  * policy), and only with SELECT on the table or on each of the columns.
  */
 static bool
-rp_values_visible(Relation rel, const AttrNumber *attnums, int nattnums)
+rp_values_visible_in(Oid relid, char **names, int n)
 {
-	Oid			relid = RelationGetRelid(rel);
-
 	if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
 		return false;
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
 		return true;
-	for (int i = 0; i < nattnums; i++)
-		if (pg_attribute_aclcheck(relid, attnums[i], GetUserId(),
-								  ACL_SELECT) != ACLCHECK_OK)
+	for (int i = 0; i < n; i++)
+	{
+		AttrNumber	attnum = get_attnum(relid, names[i]);
+
+		if (attnum == InvalidAttrNumber ||
+			pg_attribute_aclcheck(relid, attnum, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 			return false;
+	}
 	return true;
+}
+
+/*
+ * ... through relid or any table it inherits from (a partition's parents
+ * included): the trigger fires on the partition or child, which needs no
+ * grants of its own when written through its parent, and a writer who may
+ * SELECT the parent reads the child's rows through it (PostgreSQL's own
+ * messages judge a partition's row by the table the statement names).
+ */
+static bool
+rp_values_visible_up(Oid relid, char **names, int n, int depth)
+{
+	Relation	inh;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	List	   *parents = NIL;
+	ListCell   *lc;
+	bool		visible = false;
+
+	if (rp_values_visible_in(relid, names, n))
+		return true;
+	if (depth >= 64)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (get_attnum(relid, names[i]) == InvalidAttrNumber)
+			return false;		/* nor in any parent */
+	inh = table_open(InheritsRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(inh, InheritsRelidSeqnoIndexId, true, NULL, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+		parents = lappend_oid(parents, ((Form_pg_inherits) GETSTRUCT(tup))->inhparent);
+	systable_endscan(scan);
+	table_close(inh, AccessShareLock);
+	foreach(lc, parents)
+		if ((visible = rp_values_visible_up(lfirst_oid(lc), names, n, depth + 1)))
+			break;
+	list_free(parents);
+	return visible;
+}
+
+/* ... of rel's columns attnums (nattnums of them). */
+static bool
+rp_values_visible(Relation rel, const AttrNumber *attnums, int nattnums)
+{
+	Oid			relid = RelationGetRelid(rel);
+	char	  **names = palloc(sizeof(char *) * Max(nattnums, 1));
+	bool		visible;
+
+	for (int i = 0; i < nattnums; i++)
+	{
+		names[i] = get_attname(relid, attnums[i], true);
+		if (names[i] == NULL)
+		{
+			/* no such column (a token column not found): this table only */
+			if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+				return false;
+			return pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
+		}
+	}
+	visible = rp_values_visible_up(relid, names, nattnums, 0);
+	pfree(names);
+	return visible;
 }
 
 /*
