@@ -318,9 +318,10 @@ rp_live_fence(RpGuard *g, Relation rel, const char *name)
 					 errdetail("%s%s", g->this_xact ?
 							   "This transaction took no lease on the lock the row is bound to (the guard's 'xact' option)." :
 							   "This session holds no lease on the lock the row is bound to.", unseen),
-					 visible ? errhint("Take it first: rp_acquire('%s', ttl_ms).", name) :
-					 errhint("Take it first: rp_acquire(rp_lock_name('%s', <the row>), ttl_ms).",
-							 quote_identifier(RelationGetRelationName(rel)))));
+					 visible ? errhint("Take it first: rp_acquire(%s, ttl_ms).", quote_literal_cstr(name)) :
+					 errhint("Take it first: rp_acquire(rp_lock_name(%s, <the row>), ttl_ms).",
+							 quote_literal_cstr(quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+																		  RelationGetRelationName(rel))))));
 		/* Released, or doubted: no time to show (stats.h's marks). */
 		if (expires_at <= RP_LOCKS_DOUBTED)
 			ereport(ERROR,

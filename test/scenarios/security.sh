@@ -4,7 +4,7 @@
 # callable until granted, the functions withstand a hostile search_path at
 # call time, and the fence trigger reveals nothing the writer cannot read.
 source "$(dirname "$0")/tap.bash"
-plan 39
+plan 40
 
 q "DROP ROLE IF EXISTS rp_plain; CREATE ROLE rp_plain LOGIN" >/dev/null 2>&1
 q "DROP ROLE IF EXISTS rp_plain" "CREATE ROLE rp_plain LOGIN" >/dev/null
@@ -130,6 +130,17 @@ out=$(psql -X -At -q -d "$RP_DB" -c "UPDATE sec_bound SET balance = 0" 2>&1)
 echo "$out" | grep -q '"sb-alice-hidden-77"'; ok $? "the owner, who may SELECT them, is told the name"
 q "GRANT SELECT (owner) ON sec_bound TO rp_plain" >/dev/null
 echo "$(plain_out "DELETE FROM sec_bound")" | grep -q '"sb-alice-hidden-77"'; ok $? "and so is a writer granted SELECT on the column"
+# The hint of a writer not told the name names the table so that it can be
+# followed as written: schema-qualified, and quoted as a literal.
+q "SET client_min_messages = warning" "DROP SCHEMA IF EXISTS sec_ns CASCADE" "CREATE SCHEMA sec_ns" \
+  "CREATE TABLE sec_ns.\"it's bound\" (id int, owner text, balance int, fence_token bigint)" \
+  "CREATE TRIGGER g BEFORE INSERT OR UPDATE OR DELETE ON sec_ns.\"it's bound\" FOR EACH ROW EXECUTE FUNCTION rp_fence_guard('fence_token', 'lock=sn-{owner}')" \
+  "SET session_replication_role = replica" "INSERT INTO sec_ns.\"it's bound\" VALUES (1, 'carol', 10, 1)" \
+  "RESET session_replication_role" "GRANT USAGE ON SCHEMA sec_ns TO rp_plain" "GRANT UPDATE (balance) ON sec_ns.\"it's bound\" TO rp_plain" >/dev/null
+out=$(plain_out "UPDATE sec_ns.\"it's bound\" SET balance = 0" | sed -n 's/^HINT:  //p')
+is "$out" "Take it first: rp_acquire(rp_lock_name('sec_ns.\"it''s bound\"', <the row>), ttl_ms)." \
+	"the hint names the table schema-qualified, as a literal the writer can paste"
+q "SET client_min_messages = warning" "DROP SCHEMA sec_ns CASCADE" >/dev/null
 # ... unless row-level security hides the row from it: an UPDATE or DELETE
 # without WHERE applies no SELECT policy, and PostgreSQL's own messages show
 # no row values at all under row-level security (ExecBuildSlotValueDescription).
