@@ -360,8 +360,6 @@ rp_ratecache_forget(const char *key, size_t keylen, uint64 target)
  * ------------------------------------------------------------------------
  */
 
-#define RP_RC_FLIGHT_KEYS	3
-
 /* What rp_rc_flight_exit drops: copies, the caller's memory may be gone. */
 static struct
 {

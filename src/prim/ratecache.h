@@ -80,6 +80,8 @@ extern void rp_ratecache_forget(const char *key, size_t keylen, uint64 target);
  * at most three).  Until rp_ratecache_flight_end, an exit does what
  * rp_ratecache_admitted or rp_ratecache_forget would.
  */
+#define RP_RC_FLIGHT_KEYS	3		/* a reset's: one key per algorithm */
+
 extern void rp_ratecache_flight_admitting(const RpRcRequest *req);
 extern void rp_ratecache_flight_forgetting(const char *key, size_t keylen,
 										   uint64 target);

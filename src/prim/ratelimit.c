@@ -571,6 +571,8 @@ RP_TRACKED_FUNCTION(rp_ratelimit_reset, RP_PRIM_RATELIMIT_RESET, RP_OUT_PLAIN)
 	 * reset was sent, and Redis may run it all the same: it clears them too,
 	 * and so does a backend exit meanwhile (a FATAL runs no handler here).
 	 */
+	StaticAssertStmt(RP_RL_NALGORITHMS <= RP_RC_FLIGHT_KEYS,
+					 "a reset in flight records one key per algorithm");
 	rp_ratecache_flight_end();
 	for (size_t i = 0; i < RP_RL_NALGORITHMS; i++)
 		rp_ratecache_flight_forgetting(keys[i].data, keys[i].len, target);
