@@ -349,12 +349,6 @@ rp_ratecache_admitted(const RpRcRequest *req)
 	rp_rc_drop(req->key, req->keylen, req->target, req);
 }
 
-void
-rp_ratecache_forget(const char *key, size_t keylen, uint64 target)
-{
-	rp_rc_drop(key, keylen, target, NULL);
-}
-
 /* ------------------------------------------------------------------------
  * A call in flight when the backend exits.
  * ------------------------------------------------------------------------
@@ -371,13 +365,19 @@ static struct
 	char		key[RP_RC_FLIGHT_KEYS][RP_RC_KEY_MAX];
 }			rp_rc_flight;
 
-static void
-rp_rc_flight_exit(int code, Datum arg)
+void
+rp_ratecache_flight_settle(void)
 {
 	for (int i = 0; i < rp_rc_flight.nkeys; i++)
 		rp_rc_drop(rp_rc_flight.key[i], rp_rc_flight.keylen[i], rp_rc_flight.target,
 				   rp_rc_flight.admitting ? &rp_rc_flight.req : NULL);
 	rp_rc_flight.nkeys = 0;
+}
+
+static void
+rp_rc_flight_exit(int code, Datum arg)
+{
+	rp_ratecache_flight_settle();
 }
 
 static void

@@ -9,7 +9,7 @@
  * admit.  An entry is exact for its (Redis key, max_requests, window_ms,
  * cost, pinned clock, Redis server); anything that can make a refusal
  * obsolete early (an admission with other parameters, a reset) goes through
- * rp_ratecache_admitted / rp_ratecache_forget, and a fill that raced with
+ * rp_ratecache_admitted / rp_ratecache_flight_settle, and a fill that raced with
  * one of them is dropped (the set's epoch, sampled before the call was
  * sent).  It exists only when the library is preloaded; elsewhere every
  * function here is a no-op that answers "not cached".
@@ -68,23 +68,25 @@ extern void rp_ratecache_store(const RpRcRequest *req, uint32 epoch,
  */
 extern void rp_ratecache_admitted(const RpRcRequest *req);
 
-/* The key was reset: every entry of it goes, whatever its parameters. */
-extern void rp_ratecache_forget(const char *key, size_t keylen, uint64 target);
-
 /*
  * A call in flight that may empty keys once Redis runs it, for a backend
  * that exits before its exchange ends (pg_terminate_backend, any FATAL: no
  * error handler of the call runs, and Redis may run the call all the same).
  * rp_ratecache_flight_admitting: a consuming call of req is about to be
  * sent; rp_ratecache_flight_forgetting: a reset of key is (once per key,
- * at most three).  Until rp_ratecache_flight_end, an exit does what
- * rp_ratecache_admitted or rp_ratecache_forget would.
+ * at most three: every entry of the key goes, whatever its parameters).
+ * The call ends with rp_ratecache_flight_settle when Redis did or may have
+ * run it (an error, a cancel, a reset answered): it drops what the call may
+ * have emptied, as rp_ratecache_admitted would for an admission; or with
+ * rp_ratecache_flight_end when nothing is owed (an answered consuming call
+ * leaves the rest to its reply).  Until then, a backend exit settles it.
  */
 #define RP_RC_FLIGHT_KEYS	3		/* a reset's: one key per algorithm */
 
 extern void rp_ratecache_flight_admitting(const RpRcRequest *req);
 extern void rp_ratecache_flight_forgetting(const char *key, size_t keylen,
 										   uint64 target);
+extern void rp_ratecache_flight_settle(void);
 extern void rp_ratecache_flight_end(void);
 
 #endif							/* RP_RATECACHE_H */

@@ -357,15 +357,14 @@ rp_rl_eval_consuming(const RpRlRequest *req, RpArg rkey, int nargs,
 	}
 	PG_CATCH();
 	{
-		rp_ratecache_flight_end();
-		if (consume)
-			rp_ratecache_admitted(rc);
+		rp_ratecache_flight_settle();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	rp_ratecache_flight_end();
-	if (!answered && consume)
-		rp_ratecache_admitted(rc);
+	if (answered)
+		rp_ratecache_flight_end();
+	else
+		rp_ratecache_flight_settle();
 	return answered;
 }
 
@@ -583,15 +582,11 @@ RP_TRACKED_FUNCTION(rp_ratelimit_reset, RP_PRIM_RATELIMIT_RESET, RP_OUT_PLAIN)
 	}
 	PG_CATCH();
 	{
-		rp_ratecache_flight_end();
-		for (size_t i = 0; i < RP_RL_NALGORITHMS; i++)
-			rp_ratecache_forget(keys[i].data, keys[i].len, target);
+		rp_ratecache_flight_settle();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	rp_ratecache_flight_end();
-	for (size_t i = 0; i < RP_RL_NALGORITHMS; i++)
-		rp_ratecache_forget(keys[i].data, keys[i].len, target);
+	rp_ratecache_flight_settle();
 	if (!ok)
 		rp_status_raise(&st);
 	existed = rp_reply_int(r, "ratelimit_reset") > 0;
