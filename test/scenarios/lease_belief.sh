@@ -455,7 +455,10 @@ session_q sb "SELECT rp_release_all()" >/dev/null
 # Not answered at its end (Redis runs no writes), such a lease goes to the
 # background worker like any other, which releases it once Redis takes
 # writes again.  Naive (handed over by the owner's own deadline, past), it
-# is left in Redis for the extend's term.  At COMMIT, then at exit.
+# is left in Redis for the extend's term.  At COMMIT, then at exit.  The
+# COMMIT waits for the release (release_at_commit = wait): a sent one is
+# found unanswered only at the session's next call (release_at_commit.sh).
+session_q sa "SET redis_primitives.release_at_commit = wait" >/dev/null
 session_q sa "BEGIN" >/dev/null
 tok=$(session_q sa "SELECT token FROM rp_acquire_xact('tb-25', 1000)")
 session_q sa "SELECT fence > 0 FROM rp_acquire_xact('tb-26', 20000)" >/dev/null
@@ -468,6 +471,7 @@ redis client unpause >/dev/null
 wait_for 30 '[ "$(held tb-26) $(held tb-25)" = "f f" ]'
 is "$e $(echo "$out" | grep -c '^WARNING:  08006') $(held tb-26) $(held tb-25)" "t 1 f f" \
 	"(not released at COMMIT while Redis ran no writes): the background worker released it, not left for the extend's 60 s"
+session_q sa "RESET redis_primitives.release_at_commit" >/dev/null
 session_open sd
 pid=$(session_q sd "SELECT pg_backend_pid()")
 tok=$(session_q sd "SELECT token FROM rp_acquire('tb-27', 1000)")
