@@ -31,6 +31,14 @@
 #include "stats.h"
 #include "tls.h"
 
+/*
+ * Whether a deferred send goes as EVALSHA: set when Redis refused one sent
+ * as EVAL with NOPERM (a Redis user allowed EVALSHA only: every release
+ * sent as EVAL would be refused), cleared by a settings change (another
+ * server, another user).  See rp_eval_send_try.
+ */
+static bool rp_send_evalsha = false;
+
 static bool
 rp_connect(void)
 {
@@ -64,6 +72,7 @@ rp_check_config(void)
 	{
 		rp_conn_reset();
 		rp_config_changed = false;
+		rp_send_evalsha = false;
 	}
 	if (rp_cluster && rp_sentinel_mode())
 	{
@@ -199,11 +208,34 @@ rp_command_try(int argc, const RpArg *argv, int timeout_ms, RpReply **out,
 	return ok;
 }
 
+/* A deferred send's settle function and argument, and how it was sent. */
+typedef struct RpSendSettle
+{
+	RpSettleFn	settle;
+	void	   *arg;
+	bool		eval;
+} RpSendSettle;
+
+/* Note a NOPERM refusal of EVAL, then hand the reply to the caller's settle. */
+static void
+rp_send_settle(void *arg, RpReply *reply)
+{
+	RpSendSettle s = *(RpSendSettle *) arg;
+
+	pfree(arg);
+	if (s.eval && reply != NULL && reply->type == RP_REPLY_ERROR &&
+		strncmp(reply->str, "NOPERM", 6) == 0)
+		rp_send_evalsha = true;
+	s.settle(s.arg, reply);
+}
+
 /*
  * The deferred send's core: rp_eval_try up to the send.  EVAL, not EVALSHA:
  * no answer comes back to retry with, and a Redis that lost its script cache
  * (restarted, failed over, SCRIPT FLUSH) would answer every release with
  * NOSCRIPT.  Its text costs a few hundred bytes, and Redis a SHA1 of them.
+ * Once Redis refused EVAL itself (NOPERM), EVALSHA, which a user allowed
+ * only that runs, and which is what every waited call sends.
  */
 static bool
 rp_eval_send_try(const RpScript *script, int nkeys, const RpArg *keys,
@@ -219,15 +251,31 @@ rp_eval_send_try(const RpScript *script, int nkeys, const RpArg *keys,
 		ok = rp_set_failure(ERRCODE_FEATURE_NOT_SUPPORTED,
 							"a reply cannot be owed in Redis Cluster mode", NULL, NULL);
 	else
+	{
+		bool		eval = !rp_send_evalsha;
+		RpSendSettle *s;
+
 		/*
 		 * With replies owed the connection is in step and in use: the send
 		 * goes behind them (a lock's and a permit's release at one COMMIT),
 		 * not after reading them, which would wait for Redis.
 		 */
 		ok = (rp_pending_count() > 0 || rp_ensure_connected()) &&
-			rp_append_script("EVAL", script->text, nkeys, keys, nargs, argv) &&
-			rp_send_only(TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms),
-						 settle, arg);
+			rp_append_script(eval ? "EVAL" : "EVALSHA",
+							 eval ? script->text : script->sha1,
+							 nkeys, keys, nargs, argv);
+		if (ok)
+		{
+			s = MemoryContextAlloc(TopMemoryContext, sizeof(RpSendSettle));
+			s->settle = settle;
+			s->arg = arg;
+			s->eval = eval;
+			ok = rp_send_only(TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms),
+							  rp_send_settle, s);
+			if (!ok)
+				pfree(s);
+		}
+	}
 	*st = rp_failure;
 	return ok;
 }

@@ -27,7 +27,7 @@
 # - an acquire cut short while Redis hangs, after reading the answer to a
 #   release sent before, does not have its abort wait on Redis.
 source "$(dirname "$0")/tap.bash"
-plan 33
+plan 34
 
 is "$(q "SHOW redis_primitives.release_at_commit")" "wait" "the default is wait"
 lock() { redis exists "$(q "SELECT rp_test.key('$1', 'lock')")"; }
@@ -226,6 +226,17 @@ session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
 wait_for 10 '[ "$(lock rc-e2)" = 0 ]'
 is "$(lock rc-e2) $(session_q e2 "SELECT rp_acquire_xact('rc-e2', 60000) IS NOT NULL")" "0 t" \
 	"a user without EVAL: the sent release is refused, the next transaction end's waits (EVALSHA) and releases it"
+# Refused EVAL once, the session sends its releases as EVALSHA: the next
+# COMMIT's release runs with no further call.  Sent as EVAL again, each
+# would be refused, and the lease held until the session's next Redis
+# call ended its transaction (or its TTL, 60 s here).  A call first, so
+# that nothing is left unsettled (a transaction end that releases a
+# refused lease again waits, and takes the transaction's own with it).
+session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
+session_q e2 "BEGIN; SELECT rp_acquire_xact('rc-e4', 60000); COMMIT" >/dev/null
+wait_for 10 '[ "$(lock rc-e4)" = 0 ]'
+is "$(lock rc-e4)" "0" \
+	"refused EVAL once, the session sends its releases as EVALSHA: the next COMMIT's release runs"
 session_close e2
 redis acl deluser rc-user2 >/dev/null
 redis acl log reset >/dev/null
