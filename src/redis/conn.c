@@ -121,7 +121,8 @@ rp_ensure_connected(void)
 														 Min(rp_command_timeout_ms, rp_connect_cap_ms) :
 														 rp_command_timeout_ms));
 	memset(&rp_failure, 0, sizeof(rp_failure));	/* the drain's, not this call's */
-	if (rp_ctx != NULL && rp_conn_is_stale())
+	/* One of them READONLY (Sentinel): demoted, ask the sentinels again. */
+	if (rp_take_owed_demoted() || (rp_ctx != NULL && rp_conn_is_stale()))
 		rp_conn_drop();
 	now = GetCurrentTimestamp();
 	if (rp_ctx != NULL && rp_sentinel_mode() && rp_sentinel_idle_recheck_ms > 0 &&

@@ -74,6 +74,7 @@ extern bool rp_exchange(int ncmds, TimestampTz deadline, RpReply **out);
 extern bool rp_send_only(TimestampTz deadline, RpSettleFn settle, void *arg);
 extern bool rp_settle_pending(TimestampTz deadline);
 extern bool rp_settle_arrived(void);
+extern bool rp_take_owed_demoted(void);
 extern int	rp_pending_count(void);
 extern bool rp_fail_reply(const char *msg);
 extern bool rp_is_noscript(const RpReply *r);

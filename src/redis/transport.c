@@ -94,6 +94,15 @@ static RpPending *rp_pending = NULL;	/* in TopMemoryContext */
 static int	rp_npending = 0;
 static int	rp_maxpending = 0;
 
+/*
+ * A reply owed was READONLY in Sentinel mode: the server was demoted by a
+ * failover.  The connection is dropped before the next command is sent
+ * (rp_take_owed_demoted), as rp_fail_reply does for a call's own reply.
+ */
+static bool rp_owed_demoted = false;
+
+static int	rp_error_sqlstate(const char *msg);
+
 /* Take the oldest reply owed off the list (there is one). */
 static RpPending
 rp_pending_pop(void)
@@ -102,6 +111,28 @@ rp_pending_pop(void)
 
 	memmove(rp_pending, rp_pending + 1, sizeof(RpPending) * --rp_npending);
 	return p;
+}
+
+/* Hand an owed reply to its settle function, noting a demoted server. */
+static void
+rp_pending_settle(RpReply *reply)
+{
+	RpPending	p = rp_pending_pop();
+
+	if (reply->type == RP_REPLY_ERROR && rp_sentinel_mode() &&
+		rp_error_sqlstate(reply->str) == ERRCODE_READ_ONLY_SQL_TRANSACTION)
+		rp_owed_demoted = true;
+	p.settle(p.arg, reply);
+}
+
+/* Whether an owed reply said the server was demoted (and forget it). */
+bool
+rp_take_owed_demoted(void)
+{
+	bool		demoted = rp_owed_demoted;
+
+	rp_owed_demoted = false;
+	return demoted;
 }
 
 /* Hand every owed reply's settle function NULL: the connection is gone. */
@@ -185,6 +216,7 @@ rp_conn_drop(void)
 		rp_ctx = NULL;
 	}
 	rp_pending_lost();
+	rp_owed_demoted = false;
 }
 
 /* Whether cluster.c's slot map may be used: a failed exchange clears it. */
@@ -284,8 +316,6 @@ rp_read_password_file(void)
 		(void) rp_set_failure(sqlstate, message, NULL, NULL);
 	return password;
 }
-
-static int	rp_error_sqlstate(const char *msg);
 
 /* rp_wait as a connection's: the TLS handshake's wait (RpTlsWaitFn). */
 static bool
@@ -762,7 +792,6 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 
 	while (rp_npending > 0)
 	{
-		RpPending	p;
 		RpReply    *reply;
 
 		if (!rp_read_one(deadline, budget_ms, true, &r))
@@ -770,8 +799,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
 		reply = rp_take_reply(r);
 		if (rp_ctx == rp_fresh_ctx)
 			rp_fresh_ctx = NULL;
-		p = rp_pending_pop();
-		p.settle(p.arg, reply);
+		rp_pending_settle(reply);
 	}
 	for (int i = 0; i < ncmds; i++)
 	{
@@ -864,7 +892,6 @@ rp_settle_arrived(void)
 	while (rp_npending > 0)
 	{
 		RpReply    *reply;
-		RpPending	p;
 
 		if (redisGetReplyFromReader(rp_ctx, &r) == REDIS_ERR)
 			return rp_fail(ERRCODE_CONNECTION_FAILURE,
@@ -887,8 +914,7 @@ rp_settle_arrived(void)
 		reply = rp_take_reply(r);
 		if (rp_ctx == rp_fresh_ctx)
 			rp_fresh_ctx = NULL;
-		p = rp_pending_pop();
-		p.settle(p.arg, reply);
+		rp_pending_settle(reply);
 	}
 	return true;
 }

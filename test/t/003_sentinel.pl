@@ -212,5 +212,29 @@ is(sq($s, "SELECT (rp_acquire('sent-ro', 10000)).fence IS NOT NULL"), 't',
 	'a master again: the same session works, no action needed');
 $s->quit;
 
+# The same demotion met by a release sent at COMMIT (release_at_commit =
+# send): its READONLY is read by the session's next call, before that
+# call's own command, and drops the connection as the call's own READONLY
+# would: the call asks the sentinels again (08001, ROLE refuses the server
+# they still name) instead of sending its command to the demoted server
+# (25006).
+my $s2 = session($node);
+sq($s2, 'SET redis_primitives.sentinel_idle_recheck = 0');
+sq($s2, 'SET redis_primitives.release_at_commit = send');
+sq($s2, 'BEGIN');
+is(sq($s2, "SELECT (rp_acquire_xact('sent-ro2', 600000)).fence IS NOT NULL"), 't',
+	'send: a session holding an xact lease on the master');
+$pm->cli('REPLICAOF', '127.0.0.1', '1');
+sq($s2, 'COMMIT');
+is(sq($s2, "SELECT rp_acquire('sent-ro3', 10000)"), 'ERROR:  08001',
+	'the sent release answered READONLY: the next call asks the sentinels again (08001), its command not sent to the demoted server');
+is($pm->cli('EXISTS', 'rp:{sent-ro3}:lock'), '0', 'nothing of that call ran on the demoted server');
+$pm->cli('REPLICAOF', 'NO', 'ONE');
+is(sq($s2, "SELECT (rp_acquire('sent-ro3', 10000)).fence IS NOT NULL"), 't',
+	'a master again: the same session works');
+ok(wait_until(sub { $pm->cli('EXISTS', 'rp:{sent-ro2}:lock') eq '0' }, 30),
+	'and the lease whose sent release was refused is released again (within 30 s, not its 600 s TTL)');
+$s2->quit;
+
 $node->stop;
 done_testing();
