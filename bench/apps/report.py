@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """bench/apps/report.py -- turn bench.js's JSON lines into the report.
 
-    bench/apps/report.py RUN.jsonl OUT.md [LOAD_AT_START [LOAD_AT_END]]
+    bench/apps/report.py RUN.jsonl OUT.md [LOAD_AT_START [LOAD_AT_END [OTHER]]]
 
-(LOAD_AT_END: the load average now, unless given, as a test gives it.)
+(LOAD_AT_END: the load average now, unless given, as a test gives it.
+OTHER: the share of a core other processes used while the run ran, as
+run.sh measures it; given, a run is judged under load by it and the load at
+the start, not by the load at the end, which counts the run's own clients.)
 
 Only reads and formats.  Every ratio is between two modes of the same round
 (same clients), and what the tables show is the median over rounds of those
@@ -175,14 +178,25 @@ def main():
     rounds = [r for r in rows if r["kind"] == "round"]
     cores = os.cpu_count()
     load_end = float(sys.argv[4]) if len(sys.argv) > 4 else os.getloadavg()[0]
-    heavy = max(load_end, float(load_start) if load_start.replace(".", "", 1).isdigit() else 0) > cores
+    start = float(load_start) if load_start.replace(".", "", 1).isdigit() else 0
+    # OTHER: how much of a core other processes used on average while the
+    # benchmark ran (run.sh).  Given, it judges the run, with the load at
+    # the start: the load at the end counts the benchmark's own clients.
+    other = float(sys.argv[5]) if len(sys.argv) > 5 else None
+    if other is None:
+        heavy = max(load_end, start) > cores
+        seen = f"load average {load_start} at the start, {load_end:.1f} at the end, on {cores} cores"
+    else:
+        heavy = start > cores / 2 or other > 0.5
+        seen = (f"load average {load_start} at the start, {load_end:.1f} at the end with the benchmark's "
+                f"own load, on {cores} cores; other processes used {other:.2f} of a core on average "
+                "while it ran")
     o = ["# bench/apps: results of one run", ""]
     if heavy:
-        o += [f"**Measured under load (load average {load_start} at the start, {load_end:.1f} at the end, "
-              f"on {cores} cores): a smoke check of the benchmark, not a result. "
+        o += [f"**Measured under load ({seen}): a smoke check of the benchmark, not a result. "
               "Do not quote these numbers or ratios.**", ""]
     else:
-        o += [f"Load average {load_start} at the start, {load_end:.1f} at the end, on {cores} cores.", ""]
+        o += [seen[0].upper() + seen[1:] + ".", ""]
     o += ["Every mode ran in every round, the order rotated by one each round; each number is the "
           "median over rounds, and each ratio is taken within a round (same clients, same moment) "
           "before its median. `÷ base` is the mode's throughput over the Node library's in that "

@@ -12,7 +12,7 @@
 # whatever its ratio.
 source "$(dirname "$0")/tap.bash"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-plan 7
+plan 9
 
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
@@ -59,3 +59,16 @@ ok $? "report.py writes the report of a run under load"
 r=$(goal 'rp: one statement (WITH lease)' 'node-redlock + INCR + UPDATE' 1)
 [[ $r == *"| not judged: under load |" ]]
 ok $? "under load the goals are not judged (got: ${r:-no row})"
+
+# Given what other processes used of the machine while it ran (run.sh), a
+# run is judged by that and the load at its start: the load at its end
+# counts the benchmark's own clients.  Judged by the end alone, a quiet
+# machine's run of 8 clients on 2 cores was "under load".
+/usr/bin/python3 "$ROOT/bench/apps/report.py" "$d/run.jsonl" "$d/out.md" 0.1 9999 0.1 >/dev/null 2>"$d/err"
+r=$(goal 'rp: one statement (WITH lease)' 'node-redlock + INCR + UPDATE' 1)
+[[ $r == *"| 0.80 | ≤ 0.7 | no |" ]]
+ok $? "a high load at the end, other processes idle: the goals are judged (got: ${r:-no row})"
+/usr/bin/python3 "$ROOT/bench/apps/report.py" "$d/run.jsonl" "$d/out.md" 0.1 0.1 0.9 >/dev/null 2>"$d/err"
+r=$(goal 'rp: one statement (WITH lease)' 'node-redlock + INCR + UPDATE' 1)
+[[ $r == *"| not judged: under load |" ]]
+ok $? "other processes using 0.9 of a core meanwhile: not judged (got: ${r:-no row})"
