@@ -1258,9 +1258,11 @@ rp_unsettled_release(bool send)
 		int			nsend = 0;
 
 		/*
-		 * One Redis refused when sent is released with a wait: sent as EVAL
-		 * again, it could be refused at every transaction end (a user
-		 * allowed EVALSHA only), up to its TTL.  Those go last in live.
+		 * One Redis refused when sent is released with a wait, through
+		 * EVALSHA as every waited call: whatever refused it, it is not sent
+		 * the same way again.  (A user allowed EVALSHA only, the case this
+		 * was for, now has later releases sent as EVALSHA: transport.c's
+		 * rp_sent_evalsha.)  Those go last in live.
 		 */
 		for (int i = 0; i < n; i++)
 			if (!live[i]->refused)

@@ -31,14 +31,6 @@
 #include "stats.h"
 #include "tls.h"
 
-/*
- * Whether a deferred send goes as EVALSHA: set when Redis refused one sent
- * as EVAL with NOPERM (a Redis user allowed EVALSHA only: every release
- * sent as EVAL would be refused), cleared by a settings change (another
- * server, another user).  See rp_eval_send_try.
- */
-static bool rp_send_evalsha = false;
-
 static bool
 rp_connect(void)
 {
@@ -72,7 +64,7 @@ rp_check_config(void)
 	{
 		rp_conn_reset();
 		rp_config_changed = false;
-		rp_send_evalsha = false;
+		rp_send_as_evalsha_forget();
 	}
 	if (rp_cluster && rp_sentinel_mode())
 	{
@@ -209,34 +201,12 @@ rp_command_try(int argc, const RpArg *argv, int timeout_ms, RpReply **out,
 	return ok;
 }
 
-/* A deferred send's settle function and argument, and how it was sent. */
-typedef struct RpSendSettle
-{
-	RpSettleFn	settle;
-	void	   *arg;
-	bool		eval;
-} RpSendSettle;
-
-/* Note a NOPERM refusal of EVAL, then hand the reply to the caller's settle. */
-static void
-rp_send_settle(void *arg, RpReply *reply)
-{
-	RpSendSettle s = *(RpSendSettle *) arg;
-
-	pfree(arg);
-	if (s.eval && reply != NULL && reply->type == RP_REPLY_ERROR &&
-		strncmp(reply->str, "NOPERM", 6) == 0)
-		rp_send_evalsha = true;
-	s.settle(s.arg, reply);
-}
-
 /*
  * The deferred send's core: rp_eval_try up to the send.  EVAL, not EVALSHA:
  * no answer comes back to retry with, and a Redis that lost its script cache
  * (restarted, failed over, SCRIPT FLUSH) would answer every release with
  * NOSCRIPT.  Its text costs a few hundred bytes, and Redis a SHA1 of them.
- * Once Redis refused EVAL itself (NOPERM), EVALSHA, which a user allowed
- * only that runs, and which is what every waited call sends.
+ * EVALSHA once Redis refused EVAL itself (rp_send_as_evalsha).
  */
 static bool
 rp_eval_send_try(const RpScript *script, int nkeys, const RpArg *keys,
@@ -253,8 +223,7 @@ rp_eval_send_try(const RpScript *script, int nkeys, const RpArg *keys,
 							"a reply cannot be owed in Redis Cluster mode", NULL, NULL);
 	else
 	{
-		bool		eval = !rp_send_evalsha;
-		RpSendSettle *s;
+		bool		eval = !rp_send_as_evalsha();
 
 		/*
 		 * With replies owed the connection is in step and in use: the send
@@ -264,18 +233,9 @@ rp_eval_send_try(const RpScript *script, int nkeys, const RpArg *keys,
 		ok = (rp_pending_count() > 0 || rp_ensure_connected()) &&
 			rp_append_script(eval ? "EVAL" : "EVALSHA",
 							 eval ? script->text : script->sha1,
-							 nkeys, keys, nargs, argv);
-		if (ok)
-		{
-			s = MemoryContextAlloc(TopMemoryContext, sizeof(RpSendSettle));
-			s->settle = settle;
-			s->arg = arg;
-			s->eval = eval;
-			ok = rp_send_only(TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms),
-							  rp_send_settle, s);
-			if (!ok)
-				pfree(s);
-		}
+							 nkeys, keys, nargs, argv) &&
+			rp_send_only(TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms),
+						 eval ? RP_SENT_EVAL : RP_SENT_EVALSHA, settle, arg);
 	}
 	*st = rp_failure;
 	return ok;

@@ -71,7 +71,17 @@ extern bool rp_append(int argc, const char **argv, const size_t *argvlen);
 extern bool rp_append_script(const char *verb, const char *body, int nkeys,
 							 const RpArg *keys, int nargs, const RpArg *argv);
 extern bool rp_exchange(int ncmds, TimestampTz deadline, RpReply **out);
-extern bool rp_send_only(TimestampTz deadline, RpSettleFn settle, void *arg);
+/* How a command sent without waiting for its reply was sent. */
+typedef enum RpSentAs
+{
+	RP_SENT_OTHER,
+	RP_SENT_EVAL,				/* a script, as EVAL (its text) */
+	RP_SENT_EVALSHA				/* a script, as EVALSHA (its SHA1) */
+} RpSentAs;
+
+extern bool rp_send_only(TimestampTz deadline, RpSentAs as, RpSettleFn settle, void *arg);
+extern bool rp_send_as_evalsha(void);
+extern void rp_send_as_evalsha_forget(void);
 extern bool rp_settle_pending(TimestampTz deadline);
 extern bool rp_settle_arrived(void);
 extern bool rp_take_owed_demoted(void);

@@ -88,6 +88,7 @@ typedef struct RpPending
 {
 	RpSettleFn	settle;
 	void	   *arg;
+	RpSentAs	as;
 } RpPending;
 
 static RpPending *rp_pending = NULL;	/* in TopMemoryContext */
@@ -101,6 +102,16 @@ static int	rp_maxpending = 0;
  */
 static bool rp_owed_demoted = false;
 
+/*
+ * Scripts sent without waiting go as EVALSHA: Redis refused one sent as
+ * EVAL with NOPERM naming that command (a Redis user allowed EVALSHA only,
+ * whose every EVAL would be refused).  Forgotten when one sent as EVALSHA
+ * is answered NOSCRIPT (Redis lost its script cache: EVAL runs it there),
+ * and by a settings change (another server or user).  For the backend's
+ * life, not the connection's: a user is not given EVAL by a reconnect.
+ */
+static bool rp_sent_evalsha = false;
+
 static int	rp_error_sqlstate(const char *msg);
 
 /* Take the oldest reply owed off the list (there is one). */
@@ -113,16 +124,40 @@ rp_pending_pop(void)
 	return p;
 }
 
-/* Hand an owed reply to its settle function, noting a demoted server. */
+/*
+ * Hand an owed reply to its settle function, noting what it says of the
+ * connection: a demoted server, EVAL refused, a script cache lost.
+ */
 static void
 rp_pending_settle(RpReply *reply)
 {
 	RpPending	p = rp_pending_pop();
 
-	if (reply->type == RP_REPLY_ERROR && rp_sentinel_mode() &&
-		rp_error_sqlstate(reply->str) == ERRCODE_READ_ONLY_SQL_TRANSACTION)
-		rp_owed_demoted = true;
+	if (reply->type == RP_REPLY_ERROR)
+	{
+		if (rp_sentinel_mode() &&
+			rp_error_sqlstate(reply->str) == ERRCODE_READ_ONLY_SQL_TRANSACTION)
+			rp_owed_demoted = true;
+		if (p.as == RP_SENT_EVAL && strncmp(reply->str, "NOPERM", 6) == 0 &&
+			strstr(reply->str, "'eval'") != NULL)
+			rp_sent_evalsha = true;
+		if (p.as == RP_SENT_EVALSHA && rp_is_noscript(reply))
+			rp_sent_evalsha = false;
+	}
 	p.settle(p.arg, reply);
+}
+
+/* Whether a script sent without waiting goes as EVALSHA (see above). */
+bool
+rp_send_as_evalsha(void)
+{
+	return rp_sent_evalsha;
+}
+
+void
+rp_send_as_evalsha_forget(void)
+{
+	rp_sent_evalsha = false;
 }
 
 /* Whether an owed reply said the server was demoted (and forget it). */
@@ -821,7 +856,7 @@ rp_exchange(int ncmds, TimestampTz deadline, RpReply **out)
  * dropped, settle not called) if it could not be sent: its fate is unknown.
  */
 bool
-rp_send_only(TimestampTz deadline, RpSettleFn settle, void *arg)
+rp_send_only(TimestampTz deadline, RpSentAs as, RpSettleFn settle, void *arg)
 {
 	Assert(!rp_cluster);
 	if (rp_npending == rp_maxpending)
@@ -839,6 +874,7 @@ rp_send_only(TimestampTz deadline, RpSettleFn settle, void *arg)
 		return false;
 	rp_pending[rp_npending].settle = settle;
 	rp_pending[rp_npending].arg = arg;
+	rp_pending[rp_npending].as = as;
 	rp_npending++;
 	rp_in_exchange = false;
 	rp_last_used = GetCurrentTimestamp();

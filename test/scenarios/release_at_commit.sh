@@ -27,7 +27,7 @@
 # - an acquire cut short while Redis hangs, after reading the answer to a
 #   release sent before, does not have its abort wait on Redis.
 source "$(dirname "$0")/tap.bash"
-plan 34
+plan 35
 
 is "$(q "SHOW redis_primitives.release_at_commit")" "wait" "the default is wait"
 lock() { redis exists "$(q "SELECT rp_test.key('$1', 'lock')")"; }
@@ -229,14 +229,32 @@ is "$(lock rc-e2) $(session_q e2 "SELECT rp_acquire_xact('rc-e2', 60000) IS NOT 
 # Refused EVAL once, the session sends its releases as EVALSHA: the next
 # COMMIT's release runs with no further call.  Sent as EVAL again, each
 # would be refused, and the lease held until the session's next Redis
-# call ended its transaction (or its TTL, 60 s here).  A call first, so
+# call ended its transaction (or its TTL, 60 s here).  Two calls first, so
 # that nothing is left unsettled (a transaction end that releases a
-# refused lease again waits, and takes the transaction's own with it).
+# refused lease again waits, and may take the transaction's own with it;
+# an unsettled lease is released at two transaction ends).
+session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
 session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
 session_q e2 "BEGIN; SELECT rp_acquire_xact('rc-e4', 60000); COMMIT" >/dev/null
 wait_for 10 '[ "$(lock rc-e4)" = 0 ]'
 is "$(lock rc-e4)" "0" \
 	"refused EVAL once, the session sends its releases as EVALSHA: the next COMMIT's release runs"
+# And back to EVAL when Redis lost its script cache: a release sent as
+# EVALSHA answered NOSCRIPT (the user allowed EVAL again, SCRIPT FLUSH) is
+# released again by the next call, and the session's releases go as EVAL
+# from then on, which runs them whatever the cache holds.  Kept on
+# EVALSHA, each release after every flush would wait for the next call.
+redis acl setuser rc-user2 +eval >/dev/null
+redis script flush >/dev/null
+session_q e2 "BEGIN; SELECT rp_acquire_xact('rc-e5', 60000); COMMIT" >/dev/null
+session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
+session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null   # none unsettled
+wait_for 10 '[ "$(lock rc-e5)" = 0 ]'
+redis script flush >/dev/null
+session_q e2 "BEGIN; SELECT rp_acquire_xact('rc-e6', 60000); COMMIT" >/dev/null
+wait_for 10 '[ "$(lock rc-e6)" = 0 ]'
+is "$(lock rc-e5) $(lock rc-e6)" "0 0" \
+	"a release sent as EVALSHA answered NOSCRIPT: released by the next call, and the next COMMIT's sent as EVAL runs"
 session_close e2
 redis acl deluser rc-user2 >/dev/null
 redis acl log reset >/dev/null

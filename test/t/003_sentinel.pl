@@ -12,7 +12,9 @@
 #     a token no replica has;
 #  C. a master demoted under a connected session: READONLY drops the
 #     connection, the next call asks the sentinels again, and ROLE refuses
-#     a server that is not a master.
+#     a server that is not a master; the same when the READONLY answers a
+#     release sent at COMMIT (release_at_commit = send), read by the next
+#     call before its own command.
 #
 # The replica is made to lag deterministically: it is given a wrong
 # masterauth and its link is cut, so it stays a healthy, promotable replica
