@@ -27,7 +27,7 @@
 # - an acquire cut short while Redis hangs, after reading the answer to a
 #   release sent before, does not have its abort wait on Redis.
 source "$(dirname "$0")/tap.bash"
-plan 35
+plan 36
 
 is "$(q "SHOW redis_primitives.release_at_commit")" "wait" "the default is wait"
 lock() { redis exists "$(q "SELECT rp_test.key('$1', 'lock')")"; }
@@ -255,8 +255,24 @@ session_q e2 "BEGIN; SELECT rp_acquire_xact('rc-e6', 60000); COMMIT" >/dev/null
 wait_for 10 '[ "$(lock rc-e6)" = 0 ]'
 is "$(lock rc-e5) $(lock rc-e6)" "0 0" \
 	"a release sent as EVALSHA answered NOSCRIPT: released by the next call, and the next COMMIT's sent as EVAL runs"
+# A setting that names another user (or server) forgets the switch too:
+# refused EVAL again, then connected as a user allowed EVAL, the session's
+# next release after a SCRIPT FLUSH is sent as EVAL and runs.  Kept on
+# EVALSHA, it would be refused (NOSCRIPT) and wait for the next call.
+redis acl setuser rc-user2 -eval >/dev/null
+redis acl setuser rc-user4 on '>rc-user4-Pw' '~*' '&*' '+@all' >/dev/null
+session_q e2 "BEGIN; SELECT rp_acquire_xact('rc-e7', 60000); COMMIT" >/dev/null
+session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
+session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null   # none unsettled
+wait_for 10 '[ "$(lock rc-e7)" = 0 ]'
+session_q e2 "SET redis_primitives.username = 'rc-user4'; SET redis_primitives.password = 'rc-user4-Pw'" >/dev/null
+redis script flush >/dev/null
+session_q e2 "BEGIN; SELECT rp_acquire_xact('rc-e8', 60000); COMMIT" >/dev/null
+wait_for 10 '[ "$(lock rc-e8)" = 0 ]'
+is "$(lock rc-e7) $(lock rc-e8)" "0 0" \
+	"another user named: the switch to EVALSHA is forgotten, the next COMMIT's release sent as EVAL runs"
 session_close e2
-redis acl deluser rc-user2 >/dev/null
+redis acl deluser rc-user2 rc-user4 >/dev/null
 redis acl log reset >/dev/null
 
 # The same at backend exit, in a session with nothing unsettled (the
