@@ -74,7 +74,6 @@ extern bool rp_exchange(int ncmds, TimestampTz deadline, RpReply **out);
 /* How a command sent without waiting for its reply was sent. */
 typedef enum RpSentAs
 {
-	RP_SENT_OTHER,
 	RP_SENT_EVAL,				/* a script, as EVAL (its text) */
 	RP_SENT_EVALSHA				/* a script, as EVALSHA (its SHA1) */
 } RpSentAs;

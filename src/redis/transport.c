@@ -135,10 +135,11 @@ rp_pending_settle(RpReply *reply)
 
 	if (reply->type == RP_REPLY_ERROR)
 	{
-		if (rp_sentinel_mode() &&
-			rp_error_sqlstate(reply->str) == ERRCODE_READ_ONLY_SQL_TRANSACTION)
+		int			sqlstate = rp_error_sqlstate(reply->str);
+
+		if (rp_sentinel_mode() && sqlstate == ERRCODE_READ_ONLY_SQL_TRANSACTION)
 			rp_owed_demoted = true;
-		if (p.as == RP_SENT_EVAL && strncmp(reply->str, "NOPERM", 6) == 0 &&
+		if (p.as == RP_SENT_EVAL && sqlstate == ERRCODE_INSUFFICIENT_PRIVILEGE &&
 			strstr(reply->str, "'eval'") != NULL)
 			rp_sent_evalsha = true;
 		if (p.as == RP_SENT_EVALSHA && rp_is_noscript(reply))
