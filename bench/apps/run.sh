@@ -52,7 +52,7 @@ node "$RP_TMP/bench/bench.js" | tee "$out" || exit 1
 sleep 1   # the pools' backends exit, and the postmaster reaps them
 busy1=$(busy_ticks) own1=$(own_ticks) t1=$(date +%s.%N)
 other=$(python3 -c "
-import json, sys
+import json
 node = sum(r['user_us'] + r['system_us'] for r in map(json.loads, (l for l in open('$out') if l.startswith('{'))) if r['kind'] == 'cpu') / 1e6
 hz = $(getconf CLK_TCK)
 print('%.2f' % (max(0.0, (($busy1 - $busy0) - ($own1 - $own0)) / hz - node) / ($t1 - $t0)))")

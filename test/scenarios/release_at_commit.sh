@@ -212,10 +212,10 @@ redis acl deluser rc-user >/dev/null
 redis acl log reset >/dev/null
 
 # The same refusal for good: a Redis user allowed EVALSHA but not EVAL,
-# with which every sent release (EVAL: its reply cannot ask for the script
+# with which a sent release (EVAL: its reply cannot ask for the script
 # again) is refused.  The release after the refusal waits for its reply,
-# through EVALSHA as every waited call: sent again as EVAL, it would be
-# refused at every transaction end until the TTL (60 s here).
+# through EVALSHA as every waited call (and the session's later releases
+# are sent as EVALSHA, below).
 q "BEGIN" "SELECT rp_acquire_xact('rc-load', 60000) IS NOT NULL" "COMMIT" \
 	"SELECT held FROM rp_lock_info('rc-load')" >/dev/null   # both scripts cached
 user_session e2 rc-user2
@@ -229,12 +229,16 @@ is "$(lock rc-e2) $(session_q e2 "SELECT rp_acquire_xact('rc-e2', 60000) IS NOT 
 # Refused EVAL once, the session sends its releases as EVALSHA: the next
 # COMMIT's release runs with no further call.  Sent as EVAL again, each
 # would be refused, and the lease held until the session's next Redis
-# call ended its transaction (or its TTL, 60 s here).  Two calls first, so
-# that nothing is left unsettled (a transaction end that releases a
-# refused lease again waits, and may take the transaction's own with it;
-# an unsettled lease is released at two transaction ends).
-session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
-session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
+# call ended its transaction (or its TTL, 60 s here).
+# settle_e2: two calls, so that nothing is left unsettled before the next
+# COMMIT (a transaction end that releases a refused lease again waits, and
+# may take the transaction's own with it; an unsettled lease is released
+# at two transaction ends).
+settle_e2() {
+	session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
+	session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
+}
+settle_e2
 session_q e2 "BEGIN; SELECT rp_acquire_xact('rc-e4', 60000); COMMIT" >/dev/null
 wait_for 10 '[ "$(lock rc-e4)" = 0 ]'
 is "$(lock rc-e4)" "0" \
@@ -247,8 +251,7 @@ is "$(lock rc-e4)" "0" \
 redis acl setuser rc-user2 +eval >/dev/null
 redis script flush >/dev/null
 session_q e2 "BEGIN; SELECT rp_acquire_xact('rc-e5', 60000); COMMIT" >/dev/null
-session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
-session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null   # none unsettled
+settle_e2
 wait_for 10 '[ "$(lock rc-e5)" = 0 ]'
 redis script flush >/dev/null
 session_q e2 "BEGIN; SELECT rp_acquire_xact('rc-e6', 60000); COMMIT" >/dev/null
@@ -262,8 +265,7 @@ is "$(lock rc-e5) $(lock rc-e6)" "0 0" \
 redis acl setuser rc-user2 -eval >/dev/null
 redis acl setuser rc-user4 on '>rc-user4-Pw' '~*' '&*' '+@all' >/dev/null
 session_q e2 "BEGIN; SELECT rp_acquire_xact('rc-e7', 60000); COMMIT" >/dev/null
-session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null
-session_q e2 "SELECT held FROM rp_lock_info('rc-other')" >/dev/null   # none unsettled
+settle_e2
 wait_for 10 '[ "$(lock rc-e7)" = 0 ]'
 session_q e2 "SET redis_primitives.username = 'rc-user4'; SET redis_primitives.password = 'rc-user4-Pw'" >/dev/null
 redis script flush >/dev/null
