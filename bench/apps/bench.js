@@ -39,6 +39,7 @@
 //     rlf_admit        RateLimiterRedis.consume, then the query
 //     rp_admit         one round trip: rp_ratelimit in FROM, the query in a
 //                      LATERAL gated on it (OFFSET 0: not run when refused)
+//     rp_admit_gcra    the same with gcra, the cheapest script (GET, SET)
 //     rp_admit_unnamed the same statement unnamed
 //     query_only       the query alone: the floor
 //   refuse   the same for a hot key that is refused every time
@@ -94,11 +95,14 @@ const rlfHotMemory = new RateLimiterRedis({ storeClient: redis, keyPrefix: 'rlf-
 // The request's own query, the same on both sides of the rate limit groups.
 const QUERY = 'SELECT balance FROM bench_account WHERE id = $1';
 // The folded form: the limiter called once (in FROM), the query gated on it.
-const FOLDED = (limit, windowMs) =>
+const FOLDED = (limit, windowMs, algorithm = 'sliding_window') =>
   `SELECT rl.allowed, q.balance
-     FROM rp_ratelimit($1, ${limit}, ${windowMs}, 1, 'sliding_window') AS rl(allowed)
+     FROM rp_ratelimit($1, ${limit}, ${windowMs}, 1, '${algorithm}') AS rl(allowed)
      LEFT JOIN LATERAL (SELECT balance FROM bench_account WHERE id = $2 AND rl.allowed OFFSET 0) q ON true`;
 const FOLDED_ADMIT = FOLDED(1000000000, 60000);
+// The same with the cheapest algorithm's script (one GET, one SET): whether
+// the algorithm, rather than the round trip, is what the request pays for.
+const FOLDED_ADMIT_GCRA = FOLDED(1000000000, 60000, 'gcra');
 const FOLDED_HOT = FOLDED(1, HOUR * 1000);
 
 async function setup() {
@@ -122,6 +126,12 @@ async function setup() {
     const { rows: [r] } = await pool.query(FOLDED_HOT, [`hot-${c}`, c]);
     if (!r.allowed) throw new Error('hot key refused at its first call');
   }
+}
+
+// The folded statement for an admitted key: admitted, and the query ran.
+async function admitted(query, c) {
+  const { rows: [r] } = await pool.query(query, [`user-${c}`, c]);
+  if (!r.allowed || r.balance === null) throw new Error('refused');
 }
 
 async function refusedBy(limiter, key) {
@@ -158,6 +168,7 @@ async function oneStmt(p, c, unnamed) {
 }
 const Q_QUERY = named('query', QUERY);
 const Q_ADMIT = named('rp_admit', FOLDED_ADMIT);
+const Q_ADMIT_GCRA = named('rp_admit_gcra', FOLDED_ADMIT_GCRA);
 const Q_HOT = named('rp_hot', FOLDED_HOT);
 const Q_ACQUIRE = named('rp_acquire', 'SELECT token FROM rp_acquire($1, 5000)');
 const Q_RELEASE = named('rp_release', 'SELECT rp_release($1, $2) AS ok');
@@ -219,14 +230,9 @@ const modes = {
     await rlfAdmit.consume(`user-${c}`);
     await pool.query(Q_QUERY, [c]);
   },
-  async rp_admit(c) {
-    const { rows: [r] } = await pool.query(Q_ADMIT, [`user-${c}`, c]);
-    if (!r.allowed || r.balance === null) throw new Error('refused');
-  },
-  async rp_admit_unnamed(c) {
-    const { rows: [r] } = await pool.query(FOLDED_ADMIT, [`user-${c}`, c]);
-    if (!r.allowed || r.balance === null) throw new Error('refused');
-  },
+  async rp_admit(c) { await admitted(Q_ADMIT, c); },
+  async rp_admit_gcra(c) { await admitted(Q_ADMIT_GCRA, c); },
+  async rp_admit_unnamed(c) { await admitted(FOLDED_ADMIT, c); },
   async query_only(c) { await pool.query(Q_QUERY, [c]); },
   // refuse: a hot key, refused every time
   async rlf_refuse(c) { await refusedBy(rlfHot, `hot-${c}`); },
@@ -244,7 +250,7 @@ const GROUPS = {
   lock: ['redlock_cycle', 'rp_cycle'],
   section: ['redlock_section', 'rp_one_trip', 'rp_one_stmt', 'rp_one_trip_send',
     'rp_one_stmt_send', 'rp_one_stmt_unnamed', 'rp_four_trips', 'update_only'],
-  admit: ['rlf_admit', 'rp_admit', 'rp_admit_unnamed', 'query_only'],
+  admit: ['rlf_admit', 'rp_admit', 'rp_admit_gcra', 'rp_admit_unnamed', 'query_only'],
   refuse: ['rlf_refuse', 'rlf_refuse_memory', 'rp_refuse'],
   floor: ['pg_select1', 'redis_ping'],
 };
