@@ -37,7 +37,12 @@ SELECT rp_extend(ROW('x', 't', 1, now())::rp_lease, 0);
 SELECT rp_release(ROW('', repeat('0', 32), 1, now())::rp_lease);
 SELECT rp_extend(ROW('', repeat('0', 32), 1, now())::rp_lease, 1000);
 SELECT rp_extend(ROW('x', repeat('0', 32), NULL, now())::rp_lease, 1000);
+-- the fenced store: no token is negative, and an empty resource is a
+-- caller's unset variable, not a name every such caller should share
+SELECT rp_fenced_write('', '{}', 1);
+SELECT rp_fenced_write('r', '{}', -1);
 
--- nothing was taken by any of the above
+-- nothing was taken or written by any of the above
 SELECT count(*) AS leases FROM rp_leases();
 SELECT held FROM rp_lock_info('x');
+SELECT count(*) AS stored FROM rp_fenced_store WHERE resource IN ('', 'r');
