@@ -61,6 +61,7 @@ CREATE TRIGGER rp_fenced_store_guard
   BEFORE INSERT OR UPDATE ON @extschema@.rp_fenced_store
   FOR EACH ROW EXECUTE FUNCTION @extschema@.rp_fence_guard('fence', 'skip');
 
+-- #begin fenced_write
 CREATE FUNCTION @extschema@.rp_fenced_write(resource pg_catalog.text, value pg_catalog.jsonb,
                                             fence pg_catalog.int8)
 RETURNS pg_catalog.bool
@@ -76,6 +77,13 @@ BEGIN
   IF fence IS NULL THEN
     RAISE EXCEPTION 'fence must not be NULL' USING ERRCODE = '22004';
   END IF;
+  IF resource = '' THEN
+    RAISE EXCEPTION 'resource must not be empty' USING ERRCODE = '22023';
+  END IF;
+  IF fence < 0 THEN
+    RAISE EXCEPTION 'fence must not be negative, got %', fence USING ERRCODE = '22023',
+      HINT = 'Pass the fence token of a lease (rp_acquire) or the epoch of an election.';
+  END IF;
   INSERT INTO @extschema@.rp_fenced_store AS s (resource, value, fence, updated_at)
   VALUES (resource, value, fence, pg_catalog.clock_timestamp())
   ON CONFLICT ON CONSTRAINT rp_fenced_store_pkey DO UPDATE
@@ -86,6 +94,7 @@ END
 $$;
 COMMENT ON FUNCTION @extschema@.rp_fenced_write(pg_catalog.text, pg_catalog.jsonb, pg_catalog.int8) IS
   'Write value under resource if fence is not lower than the stored token; false when refused as stale';
+-- #end fenced_write
 
 CREATE FUNCTION @extschema@.rp_fenced_read(resource pg_catalog.text,
                                            OUT value pg_catalog.jsonb, OUT fence pg_catalog.int8,

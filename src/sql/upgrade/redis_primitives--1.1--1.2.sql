@@ -48,5 +48,8 @@ REVOKE ALL ON FUNCTION @extschema@.rp_fence_guard_created() FROM PUBLIC;
 -- rp_fence_floor finds rp_fence_guard with no privilege on its schema.
 -- #include 30_fence.sql fence_floor or-replace
 
+-- rp_fenced_write refuses an empty resource and a negative fence (22023).
+-- #include 30_fence.sql fenced_write or-replace
+
 -- ---- rate limit: shadow counts expire (src/sql/45_ratelimit_shadow.sql) ---
 -- #include 45_ratelimit_shadow.sql shadow_refusals_comment
