@@ -39,7 +39,7 @@
 //     rlf_admit        RateLimiterRedis.consume, then the query
 //     rp_admit         one round trip: rp_ratelimit in FROM, the query in a
 //                      LATERAL gated on it (OFFSET 0: not run when refused)
-//     rp_admit_gcra    the same with gcra, the cheapest script (GET, SET)
+//     rp_admit_gcra    the same with gcra, the cheapest script (TIME, GET, SET)
 //     rp_admit_unnamed the same statement unnamed
 //     query_only       the query alone: the floor
 //   refuse   the same for a hot key that is refused every time
@@ -100,7 +100,7 @@ const FOLDED = (limit, windowMs, algorithm = 'sliding_window') =>
      FROM rp_ratelimit($1, ${limit}, ${windowMs}, 1, '${algorithm}') AS rl(allowed)
      LEFT JOIN LATERAL (SELECT balance FROM bench_account WHERE id = $2 AND rl.allowed OFFSET 0) q ON true`;
 const FOLDED_ADMIT = FOLDED(1000000000, 60000);
-// The same with the cheapest algorithm's script (one GET, one SET): whether
+// The same with the cheapest algorithm's script (TIME, GET, SET): whether
 // the algorithm, rather than the round trip, is what the request pays for.
 const FOLDED_ADMIT_GCRA = FOLDED(1000000000, 60000, 'gcra');
 const FOLDED_HOT = FOLDED(1, HOUR * 1000);

@@ -38,7 +38,7 @@ MODES = {
     "update_only": ("the UPDATE alone, no lock, no trigger (the floor)", "1 PG", "UPDATE alone (floor)"),
     "rlf_admit": ("rate-limiter-flexible consume, then the query", "1 Redis + 1 PG", "rate-limiter-flexible + query"),
     "rp_admit": ("rp_ratelimit in FROM, the query gated on it: one named statement", "1 PG (+1 PG→Redis)", "rp_ratelimit folded"),
-    "rp_admit_gcra": ("the same statement with `gcra` (one GET, one SET in Redis)", "1 PG (+1 PG→Redis)", "rp_ratelimit folded, gcra"),
+    "rp_admit_gcra": ("the same statement with `gcra` (`TIME`, `GET`, `SET` in Redis)", "1 PG (+1 PG→Redis)", "rp_ratelimit folded, gcra"),
     "rp_admit_unnamed": ("the same statement unnamed: planned at every call", "1 PG (+1 PG→Redis)", "rp_ratelimit folded, unnamed"),
     "query_only": ("the query alone (the floor)", "1 PG", "query alone (floor)"),
     "rlf_refuse": ("rate-limiter-flexible consume, refused", "1 Redis", "rate-limiter-flexible"),
@@ -63,7 +63,7 @@ GROUPS = [
      "An admitted request: the limiter decides, then the request's own query (a primary-key read) "
      "runs. Folded into one statement the extension saves the client's separate Redis round trip "
      "but adds the backend's; rate-limiter-flexible counts a fixed window (`INCRBY` + `EXPIRE` in "
-     "one script), the extension a sliding window, and `gcra` (one `GET`, one `SET`) to show "
+     "one script), the extension a sliding window, and `gcra` (`TIME`, `GET`, `SET`) to show "
      "whether the script or the round trip is what the request pays for."),
     ("refuse", "rlf_refuse", "(f) Rate limit, a hot key refused every time",
      "The abuse case. `rp_ratelimit` answers a refusal Redis already gave from the server's "

@@ -14,7 +14,7 @@
 //                          Named, node-postgres prepares it once per pooled
 //                          connection and PostgreSQL runs its cached plan; the
 //                          same text unnamed is parsed and planned at every
-//                          call, which bench/apps measured at 1.6x its time.
+//                          call, which bench/apps measured at 1.45x its time.
 //   depositString()        one multi-statement string through pool.query:
 //                          BEGIN; SELECT token, fence FROM rp_acquire_xact(...);
 //                          UPDATE ...; COMMIT -- any number of statements, for
