@@ -74,15 +74,18 @@ BEGIN
   IF resource IS NULL THEN
     RAISE EXCEPTION 'resource must not be NULL' USING ERRCODE = '22004';
   END IF;
+  -- By its bytes, as the C functions judge a name: under a nondeterministic
+  -- collation '' equals strings that are not empty.
+  IF octet_length(resource) = 0 THEN
+    RAISE EXCEPTION 'resource must not be empty' USING ERRCODE = '22023';
+  END IF;
   IF fence IS NULL THEN
     RAISE EXCEPTION 'fence must not be NULL' USING ERRCODE = '22004';
   END IF;
-  IF resource = '' THEN
-    RAISE EXCEPTION 'resource must not be empty' USING ERRCODE = '22023';
-  END IF;
   IF fence < 0 THEN
-    RAISE EXCEPTION 'fence must not be negative, got %', fence USING ERRCODE = '22023',
-      HINT = 'Pass the fence token of a lease (rp_acquire) or the epoch of an election.';
+    RAISE EXCEPTION 'fence must be between 0 and 9223372036854775807, got %', fence
+      USING ERRCODE = '22023',
+      HINT = 'Pass the fence token of a lease or permit, or the epoch of an election.';
   END IF;
   INSERT INTO @extschema@.rp_fenced_store AS s (resource, value, fence, updated_at)
   VALUES (resource, value, fence, pg_catalog.clock_timestamp())
